@@ -1,0 +1,47 @@
+# One task runner. `make demo` and `make test` do all set-up on a fresh machine.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup demo test test-unit lint typecheck bench engine-start engine-stop clean
+
+setup: $(STAMP) local_engine/target/classpath.txt
+
+$(STAMP): pyproject.toml
+	@command -v java >/dev/null || { echo "Java 17 is required: apt-get install -y openjdk-17-jdk-headless maven"; exit 1; }
+	@command -v mvn >/dev/null || { echo "Maven is required: apt-get install -y maven"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q -U pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+local_engine/target/classpath.txt: local_engine/pom.xml $(wildcard local_engine/src/main/java/dev/govsearch/engine/*.java)
+	cd local_engine && mvn -B -q package -DskipTests
+
+demo: setup
+	$(BIN)/govsearch demo
+
+test: setup
+	$(BIN)/pytest
+
+test-unit: setup
+	$(BIN)/pytest -m "not engine"
+
+lint: setup
+	$(BIN)/ruff check control_plane agent_gateway tests bench
+
+typecheck: setup
+	$(BIN)/mypy control_plane agent_gateway
+
+bench: setup
+	$(BIN)/python -m bench.run
+
+engine-start: setup
+	$(BIN)/govsearch engine start
+
+engine-stop:
+	$(BIN)/govsearch engine stop
+
+clean:
+	rm -rf $(VENV) local_engine/target .govsearch

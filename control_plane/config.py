@@ -1,0 +1,108 @@
+"""Configuration: one file (``govsearch.yaml``) plus ``GOVSEARCH_*`` environment overrides.
+
+Lookup order for the file: ``--config`` / ``GOVSEARCH_CONFIG``, then ``./govsearch.yaml``;
+a missing file means defaults. Environment variables win over the file.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+EngineKind = Literal["auto", "opensearch", "elasticsearch"]
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class LocalEngineSettings(Section):
+    port: int = 9200
+    data_dir: str = ".govsearch/engine"
+    heap: str = "512m"
+    start_timeout_s: float = 180.0
+
+
+class EngineSettings(Section):
+    url: str = "http://127.0.0.1:9200"
+    kind: EngineKind = "auto"
+    timeout_s: float = Field(default=5.0, gt=0)
+    local: LocalEngineSettings = LocalEngineSettings()
+
+
+class CatalogSettings(Section):
+    profile: str = "mappings/catalog.profile.yaml"
+    file: str = "data/catalog.ndjson"
+
+
+class PolicySettings(Section):
+    dir: str = "policies"
+    index_prefix: str = "govsearch-policies"
+
+
+class SearchSettings(Section):
+    min_hits: int = Field(default=3, ge=1)
+    default_size: int = Field(default=10, ge=1)
+    max_size: int = Field(default=50, ge=1)
+    max_intent_chars: int = Field(default=512, ge=1)
+    plan_cache_size: int = Field(default=4096, ge=0)
+    require_policy_match: bool = False
+
+
+class ApiSettings(Section):
+    host: str = "127.0.0.1"
+    port: int = 8000
+    max_body_bytes: int = 16_384
+
+
+class LlmSettings(Section):
+    base_url: str | None = None
+    model: str = "gpt-4o-mini"
+    api_key: str | None = None
+    timeout_s: float = 10.0
+
+
+class Settings(Section):
+    engine: EngineSettings = EngineSettings()
+    catalog: CatalogSettings = CatalogSettings()
+    policies: PolicySettings = PolicySettings()
+    search: SearchSettings = SearchSettings()
+    api: ApiSettings = ApiSettings()
+    llm: LlmSettings = LlmSettings()
+
+
+#: environment variable -> (section, key)
+ENV_OVERRIDES: dict[str, tuple[str, str]] = {
+    "GOVSEARCH_ENGINE_URL": ("engine", "url"),
+    "GOVSEARCH_ENGINE_KIND": ("engine", "kind"),
+    "GOVSEARCH_ENGINE_TIMEOUT": ("engine", "timeout_s"),
+    "GOVSEARCH_CATALOG_PROFILE": ("catalog", "profile"),
+    "GOVSEARCH_POLICIES_DIR": ("policies", "dir"),
+    "GOVSEARCH_MIN_HITS": ("search", "min_hits"),
+    "GOVSEARCH_LLM_BASE_URL": ("llm", "base_url"),
+    "GOVSEARCH_LLM_MODEL": ("llm", "model"),
+    "GOVSEARCH_LLM_API_KEY": ("llm", "api_key"),
+    "GOVSEARCH_LLM_TIMEOUT": ("llm", "timeout_s"),
+}
+
+
+def load_settings(path: str | Path | None = None, environ: dict[str, str] | None = None) -> Settings:
+    environ = dict(os.environ if environ is None else environ)
+    candidate = path or environ.get("GOVSEARCH_CONFIG") or "govsearch.yaml"
+    data: dict[str, Any] = {}
+    file = Path(candidate)
+    if file.is_file():
+        loaded = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+        if not isinstance(loaded, dict):
+            raise ValueError(f"{file}: the configuration must be a mapping")
+        data = loaded
+    elif path is not None:
+        raise FileNotFoundError(f"configuration file not found: {file}")
+    for variable, (section, key) in ENV_OVERRIDES.items():
+        if environ.get(variable):
+            data.setdefault(section, {})[key] = environ[variable]
+    return Settings.model_validate(data)

@@ -1,0 +1,223 @@
+"""The engine interface, written once over the REST paths both engines share."""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal
+from urllib.parse import quote
+
+EngineKind = Literal["opensearch", "elasticsearch"]
+
+
+class EngineError(Exception):
+    """The engine answered with an error, or could not be asked."""
+
+    def __init__(self, message: str, *, status: int | None = None, info: Any = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.info = info
+
+
+class EngineUnavailable(EngineError):
+    """The engine could not be reached."""
+
+
+class EngineTimeout(EngineUnavailable):
+    """The engine did not answer within the configured timeout."""
+
+
+def _path(*parts: str) -> str:
+    return "/" + "/".join(quote(p, safe=",*") for p in parts)
+
+
+class Engine(ABC):
+    """One search engine cluster. Every call carries ``timeout_s``."""
+
+    kind: EngineKind
+
+    def __init__(self, url: str, timeout_s: float) -> None:
+        self.url = url
+        self.timeout_s = timeout_s
+
+    @abstractmethod
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        params: Mapping[str, Any] | None = None,
+        timeout_s: float | None = None,
+    ) -> Any:
+        """Send one REST request; return the decoded JSON body or raise EngineError."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    # --- cluster ----------------------------------------------------------------
+
+    def info(self) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("GET", "/")
+        return result
+
+    def health(self, wait_for_status: str | None = None) -> dict[str, Any]:
+        params = {"wait_for_status": wait_for_status, "timeout": "30s"} if wait_for_status else None
+        result: dict[str, Any] = self.request("GET", "/_cluster/health", params=params)
+        return result
+
+    # --- indices and aliases ----------------------------------------------------
+
+    def create_index(self, name: str, body: Mapping[str, Any]) -> None:
+        self.request("PUT", _path(name), body=body)
+
+    def delete_index(self, name: str) -> None:
+        self.request("DELETE", _path(name), params={"ignore_unavailable": "true"})
+
+    def index_exists(self, name: str) -> bool:
+        try:
+            self.request("HEAD", _path(name))
+        except EngineError as error:
+            if error.status == 404:
+                return False
+            raise
+        return True
+
+    def refresh(self, index: str) -> None:
+        self.request("POST", _path(index, "_refresh"))
+
+    def alias_targets(self, alias: str) -> list[str]:
+        """The indices an alias points to (empty when the alias does not exist)."""
+        try:
+            result = self.request("GET", _path("_alias", alias))
+        except EngineError as error:
+            if error.status == 404:
+                return []
+            raise
+        return sorted(result)
+
+    def update_aliases(self, actions: Sequence[Mapping[str, Any]]) -> None:
+        """Apply alias actions atomically (one ``_aliases`` call)."""
+        self.request("POST", "/_aliases", body={"actions": list(actions)})
+
+    def list_indices(self, pattern: str) -> list[str]:
+        result = self.request(
+            "GET", _path("_cat", "indices", pattern), params={"format": "json", "h": "index"}
+        )
+        return sorted(row["index"] for row in result)
+
+    # --- documents --------------------------------------------------------------
+
+    def index_document(
+        self, index: str, doc_id: str, document: Mapping[str, Any], *, refresh: bool = False
+    ) -> None:
+        params = {"refresh": "true"} if refresh else None
+        self.request("PUT", _path(index, "_doc", doc_id), body=document, params=params)
+
+    def get_document(self, index: str, doc_id: str) -> dict[str, Any] | None:
+        try:
+            result: dict[str, Any] = self.request("GET", _path(index, "_doc", doc_id))
+        except EngineError as error:
+            if error.status == 404:
+                return None
+            raise
+        return result
+
+    def bulk(self, operations: Iterable[Mapping[str, Any]], *, refresh: bool = False) -> dict[str, Any]:
+        """Send NDJSON bulk operations (action and source lines, in order)."""
+        payload = "".join(json.dumps(op, ensure_ascii=False) + "\n" for op in operations)
+        params = {"refresh": "true"} if refresh else None
+        result: dict[str, Any] = self.request("POST", "/_bulk", body=payload, params=params)
+        return result
+
+    # --- queries ----------------------------------------------------------------
+
+    def search(
+        self, index: str, body: Mapping[str, Any], *, timeout_s: float | None = None
+    ) -> dict[str, Any]:
+        result: dict[str, Any] = self.request(
+            "POST", _path(index, "_search"), body=body, timeout_s=timeout_s
+        )
+        return result
+
+    def msearch(self, searches: Sequence[tuple[str, Mapping[str, Any]]]) -> list[dict[str, Any]]:
+        """Run several searches in one round trip; each answer or raise on the first error."""
+        lines = []
+        for index, body in searches:
+            lines.append(json.dumps({"index": index}))
+            lines.append(json.dumps(body, ensure_ascii=False))
+        result = self.request("POST", "/_msearch", body="\n".join(lines) + "\n")
+        responses: list[dict[str, Any]] = result["responses"]
+        for response in responses:
+            if "error" in response:
+                raise EngineError(
+                    f"msearch item failed: {_reason(response['error'])}",
+                    status=response.get("status"),
+                    info=response["error"],
+                )
+        return responses
+
+    def percolate(
+        self,
+        index: str,
+        document: Mapping[str, Any],
+        *,
+        field: str = "query",
+        filters: Sequence[Mapping[str, Any]] = (),
+        highlight: Mapping[str, Any] | None = None,
+        size: int = 1000,
+        source: Sequence[str] | bool = True,
+    ) -> dict[str, Any]:
+        """Which stored queries match ``document``? One request, filtered, highlighted."""
+        body: dict[str, Any] = {
+            "size": size,
+            "query": {
+                "bool": {
+                    "must": [{"percolate": {"field": field, "document": dict(document)}}],
+                    "filter": list(filters),
+                }
+            },
+            "_source": source,
+            "track_total_hits": True,
+        }
+        if highlight:
+            body["highlight"] = dict(highlight)
+        return self.search(index, body)
+
+    def validate_query(self, index: str, query: Mapping[str, Any]) -> tuple[bool, str]:
+        """Ask the engine whether a query is valid; returns (valid, explanation)."""
+        result = self.request(
+            "POST",
+            _path(index, "_validate", "query"),
+            body={"query": query},
+            params={"explain": "true"},
+        )
+        explanations = result.get("explanations") or [{}]
+        detail = (
+            explanations[0].get("error")
+            or result.get("error")
+            or explanations[0].get("explanation")
+            or ""
+        )
+        return bool(result.get("valid")), str(detail)
+
+    def analyze(self, index: str, analyzer: str, text: str) -> list[dict[str, Any]]:
+        result = self.request(
+            "POST", _path(index, "_analyze"), body={"analyzer": analyzer, "text": text}
+        )
+        tokens: list[dict[str, Any]] = result["tokens"]
+        return tokens
+
+
+def _reason(error: Any) -> str:
+    if isinstance(error, dict):
+        root = (error.get("root_cause") or [error])[0]
+        return f"{root.get('type', 'error')}: {root.get('reason', '')}".strip()
+    return str(error)
+
+
+def error_reason(info: Any) -> str:
+    """A one-line reason from an engine error body."""
+    if isinstance(info, dict) and "error" in info:
+        return _reason(info["error"])
+    return _reason(info)

@@ -1,0 +1,66 @@
+"""Elasticsearch 8.x through the official ``elasticsearch`` client."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import elastic_transport
+import elasticsearch
+from elasticsearch import Elasticsearch
+
+from control_plane.engine.base import (
+    Engine,
+    EngineError,
+    EngineTimeout,
+    EngineUnavailable,
+    error_reason,
+)
+
+_JSON = "application/vnd.elasticsearch+json; compatible-with=8"
+_NDJSON = "application/vnd.elasticsearch+x-ndjson; compatible-with=8"
+
+
+class ElasticsearchEngine(Engine):
+    kind = "elasticsearch"
+
+    def __init__(self, url: str, timeout_s: float) -> None:
+        super().__init__(url, timeout_s)
+        self._client = Elasticsearch(url, request_timeout=timeout_s, max_retries=0)
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        params: Mapping[str, Any] | None = None,
+        timeout_s: float | None = None,
+    ) -> Any:
+        content = _NDJSON if isinstance(body, str) else _JSON
+        headers = {"accept": _JSON}
+        if body is not None:
+            headers["content-type"] = content
+        client = self._client.options(request_timeout=timeout_s or self.timeout_s)
+        try:
+            response = client.perform_request(
+                method, path, params=dict(params or {}), headers=headers, body=body
+            )
+        except elastic_transport.ConnectionTimeout as error:
+            raise EngineTimeout(f"Elasticsearch at {self.url} timed out: {error}") from error
+        except elastic_transport.ConnectionError as error:
+            raise EngineUnavailable(
+                f"Elasticsearch at {self.url} is unreachable: {error}"
+            ) from error
+        except elasticsearch.ApiError as error:
+            raise EngineError(
+                f"Elasticsearch {method} {path} failed ({error.status_code}):"
+                f" {error_reason(error.body)}",
+                status=error.status_code,
+                info=error.body,
+            ) from error
+        if method == "HEAD":
+            return {}
+        return response.body
+
+    def close(self) -> None:
+        self._client.close()

@@ -1,0 +1,565 @@
+"""The policy language: merchandising policies as frozen, validated data.
+
+A policy says *when* it fires (its :class:`Trigger`) and *what* it changes in the
+search plan (its :class:`Rule` list). Policies never carry raw query DSL: every rule
+is one of a closed set of kinds, each with the conflict strategy it may use.
+
+YAML shape (one policy per document)::
+
+    id: cheap
+    title: Cheap means the bottom 30% of the category
+    owner: merch-team
+    priority: 50
+    trigger: {any: [cheap, "pas cher"], consume: true}
+    rules:
+      - price: {max: {percentile: 30}}
+    explain: "'cheap' becomes a price ceiling relative to the category"
+
+Every rule is a one-key mapping whose key is the rule kind, as the author writes it.
+Values may reference a capture of a ``pattern`` trigger as ``"{name}"``; a capture is
+mapped to catalog values through the vocabulary the rule names.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+POLICY_ID = r"^[a-z0-9][a-z0-9._-]{0,79}$"
+CAPTURE = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
+PATTERN = re.compile(r"^\((?P<cues>[^()]+)\)\s+\{(?P<name>[a-z_][a-z0-9_]*)\}$")
+
+TriggerKind = Literal["exact", "pattern", "phrase", "any", "always"]
+#: Specificity used to order policies of equal priority (higher is more specific).
+SPECIFICITY: dict[str, int] = {"exact": 4, "pattern": 3, "phrase": 2, "any": 1, "always": 0}
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+Loc = tuple[str | int, ...]
+
+
+def invalid(errors: list[tuple[str, str, Loc, Any]]) -> ValidationError:
+    """A validation error made of ``(code, message, loc, input)`` entries.
+
+    ``loc`` is relative to the model being validated and follows the YAML an author
+    writes (``("price", "max")``), so the loader can point at the exact line. ``code``
+    becomes the error ``type`` (one of the loader's error codes, see
+    :mod:`control_plane.errors`). Raised from a validator, pydantic prefixes each
+    ``loc`` with the location of the model being validated.
+    """
+    details = [
+        InitErrorDetails(type=PydanticCustomError(code, message), loc=loc, input=value)
+        for code, message, loc, value in errors
+    ]
+    return ValidationError.from_exception_data("Policy", details)
+
+
+def relocated(exc: ValidationError, *prefix: str | int) -> ValidationError:
+    """``exc`` with every error's ``loc`` prefixed (a nested model validated by hand).
+
+    Types and messages are kept as they are; ``ctx`` is folded into the message.
+    """
+    details = [
+        InitErrorDetails(
+            type=PydanticCustomError(error["type"], error["msg"]),
+            loc=(*prefix, *error["loc"]),
+            input=error["input"],
+        )
+        for error in exc.errors()
+    ]
+    return ValidationError.from_exception_data(exc.title, details)
+
+
+class Pattern(Frozen):
+    """A cue phrase followed by a capture: ``"(without|sans|no) {item}"``."""
+
+    cues: tuple[str, ...]
+    capture: str
+
+    @classmethod
+    def parse(cls, text: str) -> Pattern:
+        found = PATTERN.match(text.strip())
+        if not found:
+            raise ValueError(
+                f"pattern {text!r} must look like '(cue one|cue two) {{name}}'"
+            )
+        cues = tuple(c.strip() for c in found["cues"].split("|") if c.strip())
+        if not cues:
+            raise ValueError(f"pattern {text!r} has no cue")
+        return cls(cues=cues, capture=found["name"])
+
+    def source(self) -> str:
+        return "(" + "|".join(self.cues) + ") {" + self.capture + "}"
+
+
+class Trigger(Frozen):
+    """When a policy fires. Exactly one kind per trigger.
+
+    - ``exact``: the whole intent equals one of the phrases (after analysis);
+    - ``pattern``: a cue phrase followed by captured words;
+    - ``phrase``: the intent contains one of the phrases;
+    - ``any``: the intent contains any of the terms;
+    - ``always``: every request (guards, cohort policies).
+
+    ``consume: true`` removes the matched span from the residual text.
+    """
+
+    kind: TriggerKind
+    values: tuple[str, ...] = ()
+    patterns: tuple[Pattern, ...] = ()
+    consume: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_yaml(cls, data: Any) -> Any:
+        """Accept the YAML form ``{phrase: [...], consume: true}``; errors point at the
+        key (``trigger.pattern.1``) the author wrote."""
+        if not isinstance(data, dict) or "kind" in data:
+            return data
+        problems: list[tuple[str, str, Loc, Any]] = [
+            ("extra_forbidden", f"unknown trigger key {key!r}", (key,), data[key])
+            for key in sorted(map(str, set(data) - {*SPECIFICITY, "consume"}))
+        ]
+        kinds = [k for k in SPECIFICITY if k in data]
+        if len(kinds) != 1:
+            problems.append((
+                "trigger_kind",
+                "a trigger needs exactly one of exact, pattern, phrase, any, always"
+                f" (found {', '.join(kinds) or 'none'})",
+                (),
+                data,
+            ))
+            raise invalid(problems)
+        kind = kinds[0]
+        raw = data[kind]
+        out: dict[str, Any] = {"kind": kind, "consume": data.get("consume", False)}
+        items = [raw] if isinstance(raw, str) else raw
+        if kind == "always":
+            if raw is not True:
+                problems.append(("invalid_value", "'always' takes the value true", (kind,), raw))
+        elif not (
+            isinstance(items, list)
+            and items
+            and all(isinstance(i, str) and i.strip() for i in items)
+        ):
+            problems.append((
+                "invalid_value", f"'{kind}' takes a non-empty list of non-empty strings",
+                (kind,), raw,
+            ))
+        elif kind == "pattern":
+            out["patterns"] = []
+            for index, item in enumerate(items):
+                try:
+                    out["patterns"].append(Pattern.parse(item))
+                except ValueError as exc:
+                    loc: Loc = (kind, index) if isinstance(raw, list) else (kind,)
+                    problems.append(("bad_pattern", str(exc), loc, item))
+        else:
+            out["values"] = [i.strip() for i in items]
+        if problems:
+            raise invalid(problems)
+        return out
+
+    @model_validator(mode="after")
+    def _check(self) -> Trigger:
+        if self.kind == "pattern" and not self.patterns:
+            raise ValueError("a pattern trigger needs at least one pattern")
+        if self.kind in ("exact", "phrase", "any") and not (
+            self.values and all(v for v in self.values)
+        ):
+            raise ValueError(f"'{self.kind}' needs a non-empty list of non-empty phrases")
+        if self.kind != "pattern" and self.patterns:
+            raise ValueError(f"an '{self.kind}' trigger takes no patterns")
+        if self.kind in ("pattern", "always") and self.values:
+            raise ValueError(f"a '{self.kind}' trigger takes no values")
+        if self.kind == "always" and self.consume:
+            raise ValueError("an 'always' trigger has no span to consume")
+        return self
+
+    @property
+    def specificity(self) -> int:
+        return SPECIFICITY[self.kind]
+
+    @property
+    def captures(self) -> tuple[str, ...]:
+        return tuple(sorted({p.capture for p in self.patterns}))
+
+
+class ActiveWindow(Frozen):
+    """Half-open time window ``[from, until)``; either end may be open."""
+
+    start: datetime | None = Field(default=None, alias="from")
+    until: datetime | None = None
+
+    @field_validator("start", "until")
+    @classmethod
+    def _aware(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ActiveWindow:
+        if self.start and self.until and self.until <= self.start:
+            raise invalid([
+                ("bad_window", "active window 'until' must be after 'from'", ("until",),
+                 self.until.isoformat())
+            ])
+        return self
+
+    def contains(self, now: datetime) -> bool:
+        return (self.start is None or self.start <= now) and (
+            self.until is None or now < self.until
+        )
+
+
+# --- rules -------------------------------------------------------------------------
+
+Value = str | int | float | bool
+
+
+class FilterRule(Frozen):
+    """Hard filter: keep only products whose ``field`` has one of ``values``."""
+
+    field: str
+    values: tuple[Value, ...]
+    vocabulary: str | None = None
+    strategy: Literal["intersect", "override"] = "intersect"
+
+
+class CategoryRule(Frozen):
+    """Category constraint on the catalog's category path."""
+
+    values: tuple[str, ...]
+    strategy: Literal["override", "merge", "intersect"] = "override"
+
+
+class ExcludeRule(Frozen):
+    """Exclusion (``must_not``): drop products whose ``field`` has any of ``values``."""
+
+    field: str
+    values: tuple[Value, ...]
+    vocabulary: str | None = None
+
+
+class RelativeBound(Frozen):
+    """A price bound relative to the resolved category's price distribution."""
+
+    percentile: int = Field(ge=5, le=95)
+
+
+PriceBound = float | RelativeBound | str
+
+
+class PriceRule(Frozen):
+    """Price floor and/or ceiling: a number, ``{percentile: P}`` or a capture ``"{amount}"``."""
+
+    min: PriceBound | None = None
+    max: PriceBound | None = None
+    strategy: Literal["most_restrictive", "override"] = "most_restrictive"
+
+    @field_validator("min", "max")
+    @classmethod
+    def _bound(cls, bound: PriceBound | None) -> PriceBound | None:
+        if isinstance(bound, str) and not CAPTURE.fullmatch(bound):
+            raise ValueError(
+                f"price bound {bound!r} must be a number, {{percentile: P}} or '{{capture}}'"
+            )
+        if isinstance(bound, float) and bound < 0:
+            raise ValueError("price bounds must not be negative")
+        return bound
+
+    @model_validator(mode="after")
+    def _some_bound(self) -> PriceRule:
+        if self.min is None and self.max is None:
+            raise ValueError("a price rule needs 'min' or 'max'")
+        return self
+
+
+class BoostRule(Frozen):
+    """Soft boost (``weight`` > 1) of products whose ``field`` has one of ``values``."""
+
+    field: str
+    values: tuple[Value, ...]
+    weight: float = Field(gt=1.0)
+    strategy: Literal["accumulate", "override"] = "accumulate"
+
+
+class BuryRule(Frozen):
+    """Soft demotion (0 < ``weight`` < 1) of products whose ``field`` has one of ``values``."""
+
+    field: str
+    values: tuple[Value, ...]
+    weight: float = Field(gt=0.0, lt=1.0)
+    strategy: Literal["accumulate", "override"] = "accumulate"
+
+
+class PinRule(Frozen):
+    """Pin product ids to the top, in the order given."""
+
+    ids: tuple[str, ...] = Field(min_length=1)
+
+
+class HideRule(Frozen):
+    """Never show these product ids. Hide beats pin."""
+
+    ids: tuple[str, ...] = Field(min_length=1)
+
+
+class RewriteRule(Frozen):
+    """Replace a word or phrase of the residual text before full-text retrieval."""
+
+    replace: str = Field(alias="from", min_length=1)
+    to: str
+
+
+class SynonymsRule(Frozen):
+    """Add alternative phrasings of the residual text (searched with ``should``)."""
+
+    terms: tuple[str, ...] = Field(min_length=1)
+
+
+class RouteRule(Frozen):
+    """Retrieval route: ``fulltext`` (default), ``title`` (title only) or ``browse``
+    (no text query: the constraints alone select, scoring decides the order)."""
+
+    to: Literal["fulltext", "title", "browse"]
+
+
+class EconomicsRule(Frozen):
+    """Margin and popularity weights of the economic scoring layer (0 removes a signal)."""
+
+    margin_weight: float | None = Field(default=None, ge=0.0, le=10.0)
+    popularity_weight: float | None = Field(default=None, ge=0.0, le=10.0)
+
+    @model_validator(mode="after")
+    def _some_weight(self) -> EconomicsRule:
+        if self.margin_weight is None and self.popularity_weight is None:
+            raise ValueError("an economics rule needs margin_weight or popularity_weight")
+        return self
+
+
+class SponsoredRule(Frozen):
+    """Mark product ids as sponsored (labelled in hits) with an optional boost weight."""
+
+    ids: tuple[str, ...] = Field(min_length=1)
+    weight: float = Field(default=1.0, ge=1.0)
+
+
+RULE_MODELS: dict[str, type[Frozen]] = {
+    "filter": FilterRule,
+    "category": CategoryRule,
+    "exclude": ExcludeRule,
+    "price": PriceRule,
+    "boost": BoostRule,
+    "bury": BuryRule,
+    "pin": PinRule,
+    "hide": HideRule,
+    "rewrite": RewriteRule,
+    "synonyms": SynonymsRule,
+    "route": RouteRule,
+    "economics": EconomicsRule,
+    "sponsored": SponsoredRule,
+}
+
+RuleBody = (
+    FilterRule
+    | CategoryRule
+    | ExcludeRule
+    | PriceRule
+    | BoostRule
+    | BuryRule
+    | PinRule
+    | HideRule
+    | RewriteRule
+    | SynonymsRule
+    | RouteRule
+    | EconomicsRule
+    | SponsoredRule
+)
+
+RuleKind = Literal[
+    "filter", "category", "exclude", "price", "boost", "bury", "pin", "hide",
+    "rewrite", "synonyms", "route", "economics", "sponsored",
+]
+
+
+class Rule(Frozen):
+    """One rule of a policy: its kind (the YAML key) and its body."""
+
+    kind: RuleKind
+    body: Annotated[RuleBody, Field(union_mode="left_to_right")]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_yaml(cls, data: Any) -> Any:
+        """Accept the YAML form ``{kind: body}`` and the dump form ``{kind, body}``.
+
+        Body errors are located under the kind as the author wrote it
+        (``rules.2.price.max``), or under ``body`` in the dump form.
+        """
+        if isinstance(data, dict) and "kind" not in data:
+            if len(data) != 1:
+                raise invalid([(
+                    "rule_shape",
+                    "a rule is a mapping with exactly one key, the rule kind"
+                    f" (found {', '.join(map(str, data)) or 'none'})",
+                    (),
+                    data,
+                )])
+            ((kind, body),) = data.items()
+            return {"kind": kind, "body": _validate_body(kind, body, (kind,))}
+        if isinstance(data, dict) and isinstance(data.get("body"), dict):
+            return {**data, "body": _validate_body(data["kind"], data["body"], ("body",))}
+        return data
+
+    @model_validator(mode="after")
+    def _body_matches_kind(self) -> Rule:
+        if not isinstance(self.body, RULE_MODELS[self.kind]):
+            raise ValueError(f"rule body does not match kind {self.kind!r}")
+        return self
+
+    def to_yaml(self) -> dict[str, Any]:
+        return {self.kind: self.body.model_dump(mode="json", by_alias=True, exclude_defaults=True)}
+
+    @property
+    def captures(self) -> tuple[str, ...]:
+        text = self.body.model_dump_json(by_alias=True)
+        return tuple(sorted(set(CAPTURE.findall(text))))
+
+
+def _validate_body(kind: Any, body: Any, loc: Loc) -> Any:
+    if kind not in RULE_MODELS:
+        raise invalid([(
+            "unknown_rule",
+            f"unknown rule kind {kind!r}; known: {', '.join(sorted(RULE_MODELS))}",
+            (kind,) if isinstance(kind, str | int) else (),
+            kind,
+        )])
+    try:
+        return RULE_MODELS[kind].model_validate(body)
+    except ValidationError as exc:
+        raise relocated(exc, *loc) from None
+
+
+class Policy(Frozen):
+    """A merchandising policy (``kind: policy``) or a guard (``kind: guard``).
+
+    Guards hold constraints no policy can lift (availability, visibility, market):
+    they always apply, are never consumed, skipped or overridden.
+    """
+
+    id: str = Field(pattern=POLICY_ID)
+    title: str = Field(min_length=1, max_length=200)
+    description: str = ""
+    owner: str = Field(min_length=1)
+    priority: int = Field(default=50, ge=0, le=1000)
+    enabled: bool = True
+    kind: Literal["policy", "guard"] = "policy"
+    cohorts: tuple[str, ...] = ()
+    active: ActiveWindow | None = None
+    trigger: Trigger
+    rules: tuple[Rule, ...] = Field(min_length=1)
+    explain: str = ""
+    origin: Literal["human", "rules", "llm"] = "human"
+
+    @field_validator("cohorts")
+    @classmethod
+    def _sorted_cohorts(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(sorted(set(value)))
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Policy:
+        problems: list[tuple[str, str, Loc, Any]] = []
+        if self.kind == "guard" and self.trigger.kind != "always":
+            problems.append((
+                "guard_trigger", "a guard's trigger must be 'always: true'", ("trigger",),
+                self.trigger.kind,
+            ))
+        if self.kind == "guard" and self.cohorts:
+            problems.append((
+                "guard_cohorts", "a guard applies to everyone: it takes no cohorts",
+                ("cohorts",), list(self.cohorts),
+            ))
+        captured = set(self.trigger.captures)
+        for index, rule in enumerate(self.rules):
+            missing = sorted(set(rule.captures) - captured - CONTEXT_VALUES)
+            if missing:
+                problems.append((
+                    "unknown_capture",
+                    f"rule '{rule.kind}' uses {', '.join('{' + m + '}' for m in missing)}"
+                    " which the trigger does not capture",
+                    ("rules", index, rule.kind),
+                    missing,
+                ))
+        if problems:
+            raise invalid(problems)
+        return self
+
+    def is_active(self, now: datetime) -> bool:
+        return self.active is None or self.active.contains(now)
+
+
+#: Values a rule may reference that come from the request context, not a capture.
+CONTEXT_VALUES = frozenset({"market"})
+
+
+class Vocabulary(Frozen):
+    """Maps words a shopper may write to catalog values (``arachide`` -> ``peanuts``)."""
+
+    name: str = Field(pattern=POLICY_ID)
+    field: str | None = None
+    entries: dict[str, tuple[str, ...]]
+    """catalog value -> the words (any language) that mean it"""
+
+
+class Governance(Frozen):
+    """What policies may touch. The loader rejects policies that break it."""
+
+    filterable_fields: tuple[str, ...]
+    boostable_fields: tuple[str, ...]
+    max_boost_weight: float = Field(default=5.0, gt=1.0)
+    max_pins: int = Field(default=5, ge=0)
+    max_sponsored: int = Field(default=3, ge=0)
+    protected_fields: tuple[str, ...] = ()
+    """fields only guards may filter on (e.g. availability, visibility)"""
+
+
+class PolicySet(Frozen):
+    """A compiled, frozen set of policies: what a request is evaluated against.
+
+    ``version`` is the sha256 of the canonical JSON of everything else (policies sorted by
+    id, vocabularies by name, governance), so equal content means an equal version,
+    whatever the file layout it was loaded from.
+    """
+
+    version: str
+    policies: tuple[Policy, ...]
+    vocabularies: tuple[Vocabulary, ...] = ()
+    governance: Governance
+
+    def policy(self, policy_id: str) -> Policy:
+        for policy in self.policies:
+            if policy.id == policy_id:
+                return policy
+        raise KeyError(policy_id)
+
+    def vocabulary(self, name: str) -> Vocabulary | None:
+        for vocabulary in self.vocabularies:
+            if vocabulary.name == name:
+                return vocabulary
+        return None
