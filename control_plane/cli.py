@@ -64,6 +64,193 @@ def cmd_engine_stop(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+# --- catalog, policies, search ----------------------------------------------------
+
+
+def _engine(settings: Settings) -> Any:
+    from control_plane.engine import EngineError, connect
+
+    try:
+        return connect(settings.engine)
+    except EngineError as error:
+        raise CliError(f"{error} (start one with: govsearch engine start)") from error
+
+
+def cmd_load_catalog(args: argparse.Namespace, settings: Settings) -> int:
+    from control_plane.bootstrap import resolve
+    from control_plane.catalog.profile import load_profile
+    from control_plane.catalog_loader import CatalogLoadError, load_catalog
+
+    profile = load_profile(resolve(args.profile or settings.catalog.profile))
+    try:
+        report = load_catalog(_engine(settings), profile, resolve(args.file or settings.catalog.file))
+    except CatalogLoadError as error:
+        raise CliError(str(error)) from error
+    print(f"{report.documents} products in {report.index} ({'reused' if report.reused else 'new'}),"
+          f" alias {report.alias} moved; price statistics for {report.categories} categories")
+    return 0
+
+
+def _request(args: argparse.Namespace) -> Any:
+    from control_plane.service import SearchRequest
+
+    return SearchRequest(intent=args.intent, cohorts=tuple(args.cohort or ()), market=args.market,
+                         user_id=args.user, size=getattr(args, "size", 10), explain=True)
+
+
+def _service(args: argparse.Namespace, settings: Settings, env: str = "live") -> Any:
+    from control_plane.bootstrap import profile_of, publish_policies
+    from control_plane.service import SearchService
+
+    engine = _engine(settings)
+    if getattr(args, "policies", None):
+        publish_policies(engine, settings, args.policies, env="scratch")
+        env = "scratch"
+    return SearchService(settings, engine, profile_of(settings), env=env)
+
+
+def _now(args: argparse.Namespace) -> Any:
+    from datetime import datetime, timezone
+
+    if not args.now:
+        return None
+    moment = datetime.fromisoformat(args.now)
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def cmd_compile(args: argparse.Namespace, settings: Settings) -> int:
+    from control_plane.api.app import explanation_of
+
+    service = _service(args, settings)
+    request = _request(args)
+    compiled = service.compile(request, _now(args))
+    dsl = service.render(compiled, request, "strict")
+    result = {
+        "policy_set_version": compiled.policy_set_version,
+        "plan": json.loads(compiled.composition.plan.model_dump_json()),
+        "explanation": explanation_of(compiled, "strict", dsl),
+        "dsl": dsl,
+    }
+    if args.json:
+        _print_json(result)
+    else:
+        explanation = result["explanation"]
+        print(f"policy set {compiled.policy_set_version[:12]}  residual: {explanation['residual']!r}")
+        for step in explanation["applied"]:
+            print(f"  applied  {step['policy_id']}")
+        for skipped in explanation["skipped"]:
+            print(f"  skipped  {skipped['policy_id']}: {skipped['reason']}")
+    return 0
+
+
+def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
+    from control_plane.api.app import search_response
+
+    service = _service(args, settings)
+    request = _request(args)
+    outcome = service.search(request, _now(args))
+    response = search_response("cli", request, outcome, service.profile)
+    if args.json:
+        _print_json(response.model_dump(exclude_none=True))
+    else:
+        print(f"{response.status} tier={response.tier} total={response.total}"
+              f" policy_set={response.policy_set_version[:12]}")
+        for hit in response.hits:
+            print(f"  {hit.id:>16}  {hit.price!s:>7}  {hit.title}  [{', '.join(hit.policies)}]")
+    return 0 if response.status == "ok" else 3
+
+
+def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+    import uvicorn
+
+    from control_plane.api import create_app
+
+    app = create_app(_service(args, settings))
+    uvicorn.run(app, host=args.host or settings.api.host, port=args.port or settings.api.port, log_level="info")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
+    from control_plane import demo
+
+    return demo.run(settings, host=args.host or settings.api.host, port=args.port or settings.api.port)
+
+
+def cmd_policy_check(args: argparse.Namespace, settings: Settings) -> int:
+    from control_plane.bootstrap import resolve
+    from control_plane.errors import PolicyLoadError
+    from control_plane.loader import load_policy_set
+
+    try:
+        policy_set = load_policy_set(resolve(args.dir or settings.policies.dir))
+    except PolicyLoadError as error:
+        for problem in error.errors:
+            print(problem, file=sys.stderr)
+        return 1
+    print(f"{len(policy_set.policies)} policies, version {policy_set.version}")
+    return 0
+
+
+def cmd_policy_publish(args: argparse.Namespace, settings: Settings) -> int:
+    from control_plane.bootstrap import publish_policies
+    from control_plane.errors import PolicyLoadError
+
+    try:
+        index, version = publish_policies(_engine(settings), settings, args.dir or settings.policies.dir, args.env)
+    except PolicyLoadError as error:
+        for problem in error.errors:
+            print(problem, file=sys.stderr)
+        return 1
+    print(f"policy set {version} is {args.env} ({index})")
+    return 0
+
+
+def _add_request_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("intent", help="the intent string, e.g. 'cheap chocolate'")
+    parser.add_argument("--cohort", action="append", help="a cohort of the shopper (repeatable)")
+    parser.add_argument("--market", help="market code, e.g. us or fr")
+    parser.add_argument("--user", help="user id, for the purchase-history boost")
+    parser.add_argument("--now", help="evaluate at this ISO time (active windows)")
+    parser.add_argument("--policies", help="load this policy directory into a scratch index first")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def add_search_commands(commands: Any) -> None:
+    load = commands.add_parser("load-catalog", help="bulk-load a catalog into a new index and move its alias")
+    load.add_argument("--profile", help="catalog profile YAML (default: configuration)")
+    load.add_argument("--file", help="products, one JSON object per line (default: configuration)")
+    load.set_defaults(run=cmd_load_catalog)
+
+    compile_ = commands.add_parser("compile", help="match, compose and render an intent without running it")
+    _add_request_arguments(compile_)
+    compile_.set_defaults(run=cmd_compile)
+
+    search = commands.add_parser("search", help="run a governed search")
+    _add_request_arguments(search)
+    search.add_argument("--size", type=int, default=10)
+    search.set_defaults(run=cmd_search)
+
+    serve = commands.add_parser("serve", help="serve the HTTP API")
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    serve.set_defaults(run=cmd_serve, policies=None)
+
+    demo = commands.add_parser("demo", help="start the engine, load the demo data and serve the API")
+    demo.add_argument("--host")
+    demo.add_argument("--port", type=int)
+    demo.set_defaults(run=cmd_demo)
+
+    policy = commands.add_parser("policy", help="policy sets: check, publish")
+    actions = policy.add_subparsers(dest="policy_command", required=True, metavar="ACTION")
+    check = actions.add_parser("check", help="load and validate a policy directory; list every error")
+    check.add_argument("dir", nargs="?", help="policy directory (default: configuration)")
+    check.set_defaults(run=cmd_policy_check)
+    publish = actions.add_parser("publish", help="write a policy directory to the engine and point an environment at it")
+    publish.add_argument("dir", nargs="?")
+    publish.add_argument("--env", default="live", choices=["live", "staging"])
+    publish.set_defaults(run=cmd_policy_publish)
+
+
 # --- parser ---------------------------------------------------------------------
 
 
@@ -92,13 +279,8 @@ def build_parser() -> argparse.ArgumentParser:
     stop.add_argument("--data-dir")
     stop.set_defaults(run=cmd_engine_stop)
 
-    for register in EXTENSIONS:
-        register(commands)
+    add_search_commands(commands)
     return parser
-
-
-#: functions that add further commands (search, policy, audit, ...), in order
-EXTENSIONS: list[Callable[[Any], None]] = []
 
 
 def main(argv: Sequence[str] | None = None) -> int:

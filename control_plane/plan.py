@@ -153,11 +153,23 @@ class Change(Frozen):
     after: object
 
 
+class DroppedRule(Frozen):
+    """A rule of an applied policy that did not apply, e.g. ``{market}`` on a request
+    without a market. The policy's other rules still apply."""
+
+    index: int
+    """the rule's position in the policy's ``rules``"""
+    kind: str
+    code: Literal["context_missing"]
+    reason: str
+
+
 class AppliedStep(Frozen):
     policy_id: str
     consumed: tuple[Span, ...]
     changes: tuple[Change, ...]
     explain: str
+    dropped: tuple[DroppedRule, ...] = ()
 
 
 class Skipped(Frozen):

@@ -259,7 +259,7 @@ class ExcludeRule(Frozen):
 class RelativeBound(Frozen):
     """A price bound relative to the resolved category's price distribution."""
 
-    percentile: int = Field(ge=5, le=95)
+    percentile: int = Field(ge=5, le=95, multiple_of=5)
 
 
 PriceBound = float | RelativeBound | str

@@ -1,0 +1,111 @@
+"""The search API: ``POST /v1/search``, ``POST /v1/compile``, ``/healthz``, ``/readyz``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+
+from control_plane.api import errors
+from control_plane.api.models import CompileResponse, Health, HitOut, SearchResponse
+from control_plane.engine import EngineError
+from control_plane.service import Outcome, SearchRequest, SearchService
+
+
+def explanation_of(outcome_or_compiled: Any, tier: str | None, dsl: Any) -> dict[str, Any]:
+    compiled = getattr(outcome_or_compiled, "compiled", outcome_or_compiled)
+    explanation: dict[str, Any] = json.loads(compiled.composition.explanation.model_dump_json())
+    explanation["tier"] = tier
+    explanation["dsl"] = dsl
+    explanation["personalization"] = [list(p) for p in compiled.personalization]
+    return explanation
+
+
+def search_response(rid: str, request: SearchRequest, outcome: Outcome, profile: Any) -> SearchResponse:
+    execution = outcome.execution
+    hits = [
+        HitOut(
+            id=hit.id,
+            title=hit.source.get(profile.title),
+            brand=hit.source.get(profile.brand),
+            price=hit.source.get(profile.price),
+            score=hit.score,
+            sponsored=bool(hit.sponsored_by),
+            policies=list(hit.policies),
+        )
+        for hit in execution.hits
+    ]
+    return SearchResponse(
+        request_id=rid,
+        policy_set_version=outcome.compiled.policy_set_version,
+        status=execution.status,
+        tier=execution.tier,
+        total=execution.total,
+        hits=hits,
+        facets=dict(execution.facets),
+        reason=execution.reason,
+        explanation=explanation_of(outcome, execution.tier, execution.dsl) if request.explain else None,
+    )
+
+
+def create_app(service: SearchService) -> FastAPI:
+    app = FastAPI(
+        title="govsearch",
+        version="0.1.0",
+        description="Deterministic policy control plane for e-commerce search.",
+        responses={code: {"model": errors.ErrorResponse} for code in (400, 413, 422, 503)},
+    )
+    app.state.service = service
+    errors.install(app)
+    limit = service.settings.api.max_body_bytes
+
+    @app.middleware("http")
+    async def body_limit(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        errors.request_id(request)
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > limit):
+            return errors.error_response(request, 413, "request_too_large",
+                                         f"request bodies are limited to {limit} bytes")
+        return await call_next(request)
+
+    @app.post("/v1/search", response_model=SearchResponse, tags=["search"])
+    async def search(body: SearchRequest, request: Request) -> SearchResponse:
+        outcome = await run_in_threadpool(service.search, body)
+        return search_response(errors.request_id(request), body, outcome, service.profile)
+
+    @app.post("/v1/compile", response_model=CompileResponse, tags=["search"])
+    async def compile_(body: SearchRequest, request: Request) -> CompileResponse:
+        compiled = await run_in_threadpool(service.compile, body)
+        dsl = service.render(compiled, body, "strict")
+        return CompileResponse(
+            request_id=errors.request_id(request),
+            policy_set_version=compiled.policy_set_version,
+            plan=json.loads(compiled.composition.plan.model_dump_json()),
+            dsl=dsl,
+            explanation=explanation_of(compiled, "strict", dsl),
+        )
+
+    @app.get("/healthz", response_model=Health, tags=["operations"])
+    async def healthz() -> Health:
+        return Health(status="ok")
+
+    @app.get("/readyz", response_model=Health, responses={503: {"model": Health}}, tags=["operations"])
+    async def readyz() -> Any:
+        checks: dict[str, str] = {}
+        try:
+            await run_in_threadpool(service.engine.health)
+            checks["engine"] = "ok"
+            live, _ = await run_in_threadpool(service.snapshot)
+            checks["policy_set"] = live.policy_set.version
+            await run_in_threadpool(service.catalog.stats)
+            checks["catalog"] = "ok"
+        except EngineError as error:
+            checks["error"] = str(error)
+            return JSONResponse(status_code=503, content=Health(status="unavailable", checks=checks).model_dump())
+        return Health(status="ok", checks=checks)
+
+    return app

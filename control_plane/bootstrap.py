@@ -1,0 +1,72 @@
+"""Bring an engine to a servable state: the catalog, a live policy set, the personas.
+
+Used by ``govsearch demo``, ``govsearch load-catalog``, ``govsearch policy publish`` and
+the test fixtures, so the demo and the tests set up the engine the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from control_plane import policy_store
+from control_plane.catalog.profile import CatalogProfile, load_profile
+from control_plane.catalog_loader import LoadReport, load_catalog, load_purchases
+from control_plane.config import Settings
+from control_plane.engine import Engine
+from control_plane.loader import load_policy_set
+from control_plane.service import PURCHASES_INDEX
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def resolve(path: str | Path) -> Path:
+    """A configured path, relative to the working directory or else to the project root."""
+    candidate = Path(path)
+    if candidate.is_absolute() or candidate.exists():
+        return candidate
+    return ROOT / candidate
+
+
+@dataclass(frozen=True)
+class Ready:
+    catalog: LoadReport
+    policies_index: str
+    policy_set_version: str
+    purchases: int
+
+
+def profile_of(settings: Settings) -> CatalogProfile:
+    return load_profile(resolve(settings.catalog.profile))
+
+
+def publish_policies(engine: Engine, settings: Settings, directory: str | Path, env: str = "live") -> tuple[str, str]:
+    policy_set = load_policy_set(resolve(directory))
+    index = policy_store.publish(engine, settings.policies.index_prefix, policy_set, env)
+    return index, policy_set.version
+
+
+def read_personas(path: Path) -> list[dict[str, Any]]:
+    document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    rows: list[dict[str, Any]] = []
+    personas = document.get("personas", document) if isinstance(document, dict) else document
+    for persona in personas:
+        for purchase in persona.get("purchases", []):
+            last = purchase["last_purchased"]
+            if isinstance(last, (date, datetime)):
+                last = last.isoformat()
+            rows.append({"user_id": persona["id"], "product_id": str(purchase["product_id"]),
+                         "count": int(purchase["count"]), "last_purchased": last})
+    return rows
+
+
+def prepare(engine: Engine, settings: Settings) -> Ready:
+    profile = profile_of(settings)
+    report = load_catalog(engine, profile, resolve(settings.catalog.file))
+    index, version = publish_policies(engine, settings, settings.policies.dir)
+    purchases = load_purchases(engine, PURCHASES_INDEX, read_personas(resolve("data/personas.yaml")))
+    return Ready(catalog=report, policies_index=index, policy_set_version=version, purchases=purchases)

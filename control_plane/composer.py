@@ -1,0 +1,463 @@
+"""Composition: fold the matched policies into one search plan, and record why.
+
+``compose(policy_set, intent, matches, context) -> Composition`` is the whole stage. It is
+pure: no engine, no clock, no randomness, no I/O. The same arguments give a byte-identical
+``composition.model_dump_json()``, whatever order the matches arrive in. This docstring is
+the specification; ``tests/composer/cases/*.yaml`` are its worked examples. Helpers live in
+:mod:`control_plane.composer_fields` (one function per plan field) and
+:mod:`control_plane.composer_captures` (captures, vocabularies, context values).
+
+1. Inputs
+---------
+``matches`` is what the matcher found: at most one match per policy, each with the spans of
+the intent it matched (``[start, end)`` character offsets) and, for patterns, the captured
+words. A second match for one policy, a match for a policy the set does not hold, or a
+span outside the intent raises ``ValueError``: the matcher and the policy set disagree, and
+no plan is better than a wrong one.
+
+Every enabled guard of the set that has no ``active`` window is composed even when the
+matcher did not return it: guards are security trimming, and a plan never loses one because
+of a matching problem. A guard with an active window applies only when matched (the
+matcher knows ``now``; the composer has no clock).
+
+``context`` carries the request's cohorts and market, the catalog field holding the
+category path (``category_field``), and price statistics per category name, plus
+``"_all"`` for the whole catalog.
+
+2. Order
+--------
+Policies apply one at a time, in one total order:
+
+1. ``priority``, highest first;
+2. trigger specificity: ``exact`` > ``pattern`` > ``phrase`` > ``any`` > ``always``;
+3. matched length, longest first: how many intent characters the policy's spans cover
+   (for a pattern, the cue and the captured words together);
+4. policy id, ascending.
+
+The order never depends on the order of matches, files or engine hits. "Higher
+precedence" below means "earlier in this order". Guards take their place in the same order;
+nothing they put in the plan can be undone, wherever they stand (section 6).
+
+3. Skipped policies
+-------------------
+A matched policy is skipped, with a code and a reason, when:
+
+- ``disabled``: ``enabled: false`` (the matcher filters these already; belt and braces);
+- ``cohort``: it names cohorts and the request carries none of them;
+- ``span_consumed``: one of its spans (cue or captured words) overlaps a span consumed by a
+  policy applied before it; the reason names the consumer and the span. Guards and
+  ``always`` policies have no span and are never skipped this way;
+- ``capture_missing``: a rule uses ``{name}`` and the match captured no words for it;
+- ``capture_unmapped``: the rule's vocabulary has no entry for the captured words (or a
+  price capture is not one number).
+
+The active window (``inactive``) is the matcher's check. A skipped policy changes nothing
+and consumes nothing: its words stay in the residual text.
+
+4. Consumption and the residual text
+------------------------------------
+The residual is the text full-text retrieval searches: the intent with every consumed span
+removed, white space collapsed, ends trimmed, then every applied ``rewrite`` rule in
+application order. A policy with ``consume: true`` that applies consumes all its spans and,
+for a pattern, the captured words ("cheap chocolate" -> price ceiling, residual
+"chocolate"). Consumption is per policy: a policy that applies consumes its spans even when
+some of its rules lost a conflict. A policy that does not consume leaves its words in the
+residual, and a later policy whose spans overlap them still applies.
+
+A rewrite replaces every whole-word occurrence of ``from`` in the residual by ``to``,
+ignoring case and accents (``creme`` matches ``Crème``); an empty ``to`` deletes the words.
+Rewrites are kept aside and replayed on the residual after every step, so a later
+consumption never has to find its span in rewritten text.
+
+5. Captures, vocabularies and context values
+--------------------------------------------
+A rule value ``"{name}"`` is replaced by what the pattern captured under that name:
+
+- filter and exclude rules that name a ``vocabulary`` map the captured words to catalog
+  values. Lookup is normalised (casefold, accents stripped by NFKD, white space collapsed
+  and trimmed): the whole capture first, then each of its words (punctuation at a word's
+  edges ignored), taking the union of the hits. A catalog value also stands for itself.
+  No hit for any word: ``capture_unmapped``, and the policy's span is not consumed;
+- every other use takes the captured words as written (``{item}`` in a boost's values);
+- a price bound ``"{amount}"`` parses the words as one number: ``5``, ``5€``, ``$5``,
+  ``5,50`` (decimal comma) and ``1,000.50`` all work; anything else is
+  ``capture_unmapped``;
+- a value with text around the placeholder (``"{item}-free"``) gets one value per mapped
+  value; a single-valued text (a rewrite's ``from``/``to``) takes them joined by a space;
+- several captures with one name (``without nuts without milk``) give the union of their
+  values (for a price bound, the most restrictive number).
+
+``{market}`` (``CONTEXT_VALUES``) is the request's market, used as written. A request with
+no market drops each rule that uses it; the policy, guard or not, still applies with its
+other rules, and the step lists the dropped rule (``AppliedStep.dropped``).
+
+Every capture of an evaluated policy is recorded in ``explanation.captures``: its text,
+the vocabulary used (None when the words are used as written) and the values it gave
+(empty when unmapped).
+
+6. Conflicts, field by field
+----------------------------
+Each rule meets what higher-precedence policies already put on its field. Cooperative
+strategies (``merge``, ``intersect``, ``most_restrictive``, ``accumulate``, unions)
+combine with it. ``override`` is "highest priority wins": a policy that overrides a field
+*holds* it, and every later rule on that field loses. An override cannot undo what a
+higher-precedence policy did: if the field already has a value, the override combines
+with it the narrowing way (intersect, most restrictive, or alongside for boosts) and holds
+the result.
+
+One exception protects the shopper's words: a policy that consumed them (``consume:
+true``, e.g. "cheap", "under {amount}") still *narrows* a held field (category and filter
+rules intersect, price bounds tighten), because those words are no longer in the residual
+and ignoring its rule would silently drop what the shopper asked for.
+
+========================  ============================================================
+plan field                strategies (default first)
+========================  ============================================================
+``category``              ``override``: sets the category if none is set, and holds
+                          it; with a category already set (not held), intersects.
+                          ``merge``: union. ``intersect``: the common values. Merge
+                          and intersect lose against a held category.
+``filters`` (per field)   ``intersect``: the common values; ``override``: as category.
+                          An empty intersection never happens: the later rule loses and
+                          the earlier values stand (contradictory filters are a review
+                          finding, not a zero-result plan).
+``exclusions``            union per field; never contested.
+``price.min`` /           ``most_restrictive``: highest floor, lowest ceiling.
+``price.max``             ``override``: holds the bound, even against a more
+                          restrictive lower-priority bound; bounds from consuming
+                          policies still tighten it (section 7).
+``boosts`` (boost/bury)   ``accumulate``: each rule is its own function; equal boosts
+                          from two policies both stay. ``override``: holds the field
+                          (boost and bury share it); later boosts on it lose. Earlier
+                          boosts on the field stay.
+``pins`` / ``hides``      union: pins in application order (first pin keeps its place),
+                          hides sorted. Hide beats pin, whichever applies first.
+                          Pins beyond ``governance.max_pins`` are dropped.
+``sponsored``             union of ids (each id once, first sponsor's weight); hidden
+                          ids and ids beyond ``governance.max_sponsored`` are dropped.
+``route``                 the highest-precedence route rule wins.
+``margin_weight`` /       the highest-precedence policy that sets each weight wins
+``popularity_weight``     (0 is a value: it removes the signal).
+``synonyms``              union, sorted.
+``residual``              consumption, then rewrites (section 4).
+``guards`` /              filter and exclude rules of guard policies, one constraint
+``guard_exclusions``      per rule, sorted by field; never merged, held, overridden or
+                          removed. A policy filter on a guard's field goes to
+                          ``filters``: it adds a constraint, it never replaces the
+                          guard's. A guard's other rule kinds apply like any policy's.
+========================  ============================================================
+
+Constraint values are sorted; a constraint's ``policies`` are in application order, so the
+first one is the highest-precedence contributor.
+
+7. Price bounds, absolute and relative
+--------------------------------------
+Price rules make claims on ``min`` and/or ``max``. During the cascade the plan shows the
+bound folded from the absolute claims so far; a relative claim (``{percentile: P}``) waits.
+After the cascade, each relative claim is resolved against the *final* category: the
+``P``-th percentile of each category value's price statistics, the highest of them when the
+category has several values (the loosest reading: no category in the constraint loses its
+own cheap products), or of ``"_all"`` when the plan has no category. A category without
+statistics (absent or with a count of 0) uses ``"_all"``'s percentile instead, recorded in
+the resolution's reason. Missing ``"_all"`` statistics raise ``ValueError`` (no silently
+unbounded "cheap"). The bound keeps ``relative=P``.
+
+Then every claim, absolute and relative, is folded per side in application order: the
+first claim sets the bound (and holds it, if it is an override); a later claim loses if the
+bound is held and the claim's policy did not consume, and otherwise the most restrictive
+value wins (equal values: the earlier claim). Example (DESIGN section 12): the Christmas
+campaign (90) overrides the ceiling to 15; "cheap" (40, consuming) asks for p30 of the
+final category, Christmas chocolates, 4.2; 4.2 < 15 so cheap's bound wins. A floor above
+the ceiling after folding drops the bound of the lower-precedence policy.
+
+8. What is recorded
+-------------------
+- ``explanation.matched``: every match, in application order, with its spans (captured
+  words included), kind and priority;
+- ``applied``: each applied policy, in order, with the spans it consumed, every plan field
+  the step changed (``Change(field, before, after)``, top-level plan fields as JSON data;
+  a relative price claim appears as ``price.min``/``price.max`` with ``after`` naming its
+  percentile) and its dropped rules;
+- ``skipped``: code and reason, in application order;
+- ``resolutions``: one per contest, in the order decided (price last, since prices are
+  settled after the cascade): ``field`` (``category``, ``filters.<field>``,
+  ``price.max``, ``boosts.<field>``, ``pins``, ``sponsored``, ``route``,
+  ``margin_weight``, ``guards.<field>``...), the ``strategy`` that decided, the ``winner``,
+  the ``losers`` (empty when nobody lost outright, e.g. an intersection) and a ``reason``
+  such as ``priority 90 > 60`` or ``most restrictive: 4.2 < 15.0``. Unions and
+  accumulations that drop nothing are not contests and are not recorded;
+- ``residual``, ``captures``, ``policy_set_version`` and ``intent``.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from control_plane.composer_captures import bind, index_vocabularies
+from control_plane.composer_fields import apply
+from control_plane.composer_price import StatsLike, finish_price
+from control_plane.composer_state import Actor, State
+from control_plane.plan import (
+    AppliedStep,
+    CaptureMapping,
+    Change,
+    Composition,
+    Explanation,
+    Match,
+    MatchedPolicy,
+    Plan,
+    Skipped,
+    Span,
+)
+from control_plane.policy import SPECIFICITY, Policy, PolicySet, RewriteRule
+
+__all__ = ["ComposeContext", "StatsLike", "compose", "residual_text"]
+
+
+@dataclass(frozen=True)
+class ComposeContext:
+    """What the composer needs to know about the request and the catalog."""
+
+    cohorts: tuple[str, ...] = ()
+    market: str | None = None
+    category_field: str = "categories"
+    price_stats: Mapping[str, StatsLike] = field(default_factory=dict)
+    """category name -> its price statistics, plus ``"_all"``"""
+
+
+@dataclass(frozen=True)
+class _Turn:
+    actor: Actor
+    match: Match
+    footprint: tuple[Span, ...]
+
+
+def compose(
+    policy_set: PolicySet, intent: str, matches: Sequence[Match], context: ComposeContext
+) -> Composition:
+    """Compose ``matches`` of ``intent`` into a plan and its explanation (module docstring)."""
+    turns = _turns(policy_set, intent, matches)
+    vocabularies = index_vocabularies(policy_set)
+    state = State(
+        plan=Plan(residual=residual_text(intent, (), ())),
+        governance=policy_set.governance,
+        category_field=context.category_field,
+        actors={turn.actor.id: turn.actor for turn in turns},
+    )
+    consumed: list[tuple[Span, str]] = []
+    applied: list[AppliedStep] = []
+    skipped: list[Skipped] = []
+    captures: list[CaptureMapping] = []
+    for turn in turns:
+        policy = turn.actor.policy
+        skip = _skip(policy, turn.footprint, consumed, context)
+        if skip is not None:
+            skipped.append(skip)
+            continue
+        binding = bind(policy, turn.match.captures, vocabularies, context.market)
+        captures.extend(binding.mappings)
+        if binding.problem is not None:
+            skipped.append(
+                Skipped(
+                    policy_id=policy.id, code=binding.problem.code, reason=binding.problem.reason
+                )
+            )
+            continue
+        before = state
+        for body in binding.bodies:
+            state = apply(state, turn.actor, body)
+        spans = turn.footprint if policy.trigger.consume else ()
+        consumed.extend((span, policy.id) for span in spans)
+        state = state.with_plan(
+            residual=residual_text(intent, [span for span, _ in consumed], state.rewrites),
+            applied=(*state.plan.applied, policy.id),
+        )
+        applied.append(
+            AppliedStep(
+                policy_id=policy.id,
+                consumed=spans,
+                changes=_changes(before, state),
+                explain=policy.explain,
+                dropped=binding.dropped,
+            )
+        )
+    state = finish_price(state, context.price_stats)
+    explanation = Explanation(
+        policy_set_version=policy_set.version,
+        intent=intent,
+        matched=tuple(
+            MatchedPolicy(
+                policy_id=turn.actor.id,
+                kind=turn.actor.policy.kind,
+                priority=turn.actor.policy.priority,
+                trigger=turn.actor.policy.trigger.kind,
+                spans=turn.footprint,
+            )
+            for turn in turns
+        ),
+        applied=tuple(applied),
+        skipped=tuple(skipped),
+        residual=state.plan.residual,
+        resolutions=state.resolutions,
+        captures=tuple(captures),
+    )
+    return Composition(plan=state.plan, explanation=explanation)
+
+
+# --- order -------------------------------------------------------------------------------
+
+
+def _turns(policy_set: PolicySet, intent: str, matches: Sequence[Match]) -> list[_Turn]:
+    policies = {policy.id: policy for policy in policy_set.policies}
+    by_id: dict[str, Match] = {}
+    for found in matches:
+        if found.policy_id not in policies:
+            raise ValueError(
+                f"match for '{found.policy_id}',"
+                f" which policy set {policy_set.version} does not hold"
+            )
+        if found.policy_id in by_id:
+            raise ValueError(
+                f"two matches for '{found.policy_id}': the matcher returns one per policy"
+            )
+        for span in (*found.spans, *(c.span for c in found.captures)):
+            if not 0 <= span.start < span.end <= len(intent):
+                raise ValueError(
+                    f"span [{span.start}, {span.end}) of '{found.policy_id}' is outside the intent"
+                )
+        by_id[found.policy_id] = found
+    for policy in policy_set.policies:
+        if policy.kind == "guard" and policy.enabled and policy.active is None:
+            by_id.setdefault(policy.id, Match(policy_id=policy.id))
+    unordered = []
+    for policy_id, found in by_id.items():
+        footprint = _footprint(found)
+        unordered.append((policies[policy_id], found, footprint, _covered(footprint)))
+    unordered.sort(key=lambda t: _order_key(t[0], t[3]))
+    return [
+        _Turn(Actor(policy=policy, rank=rank, length=length), found, footprint)
+        for rank, (policy, found, footprint, length) in enumerate(unordered)
+    ]
+
+
+def _order_key(policy: Policy, length: int) -> tuple[int, int, int, str]:
+    return (-policy.priority, -SPECIFICITY[policy.trigger.kind], -length, policy.id)
+
+
+def _footprint(found: Match) -> tuple[Span, ...]:
+    spans = {(s.start, s.end, s.text): s for s in (*found.spans, *(c.span for c in found.captures))}
+    return tuple(spans[key] for key in sorted(spans))
+
+
+def _covered(spans: Sequence[Span]) -> int:
+    """Characters covered by the union of ``spans`` (sorted by start)."""
+    total, reach = 0, 0
+    for span in spans:
+        start = max(span.start, reach)
+        if span.end > start:
+            total += span.end - start
+        reach = max(reach, span.end)
+    return total
+
+
+# --- skips -------------------------------------------------------------------------------
+
+
+def _skip(
+    policy: Policy,
+    footprint: Sequence[Span],
+    consumed: Sequence[tuple[Span, str]],
+    context: ComposeContext,
+) -> Skipped | None:
+    if not policy.enabled:
+        return Skipped(policy_id=policy.id, code="disabled", reason="the policy is disabled")
+    if policy.cohorts and not set(policy.cohorts) & set(context.cohorts):
+        request = ", ".join(sorted(set(context.cohorts))) or "none"
+        reason = f"for cohorts {', '.join(policy.cohorts)}; the request has {request}"
+        return Skipped(policy_id=policy.id, code="cohort", reason=reason)
+    if policy.kind == "guard":
+        return None
+    for span in footprint:
+        for taken, consumer in consumed:
+            if span.overlaps(taken):
+                reason = (
+                    f"'{span.text}' [{span.start}, {span.end}) overlaps '{taken.text}'"
+                    f" [{taken.start}, {taken.end}), consumed by '{consumer}'"
+                )
+                return Skipped(policy_id=policy.id, code="span_consumed", reason=reason)
+    return None
+
+
+# --- residual text -----------------------------------------------------------------------
+
+
+def residual_text(intent: str, consumed: Sequence[Span], rewrites: Sequence[RewriteRule]) -> str:
+    """``intent`` without the ``consumed`` spans, white space collapsed, then ``rewrites``."""
+    pieces: list[str] = []
+    position = 0
+    for span in sorted(consumed, key=lambda s: (s.start, s.end)):
+        if span.start > position:
+            pieces.append(intent[position : span.start])
+        position = max(position, span.end)
+    pieces.append(intent[position:])
+    text = " ".join(" ".join(pieces).split())
+    for rule in rewrites:
+        text = _rewrite(text, rule)
+    return text
+
+
+def _folded(text: str) -> tuple[str, list[int]]:
+    """``text`` casefolded without accents, and for each folded char its index in ``text``."""
+    chars: list[str] = []
+    origin: list[int] = []
+    for index, char in enumerate(text):
+        bare = "".join(
+            c for c in unicodedata.normalize("NFKD", char) if not unicodedata.combining(c)
+        )
+        for folded in bare.casefold():
+            chars.append(folded)
+            origin.append(index)
+    return "".join(chars), origin
+
+
+def _rewrite(text: str, rule: RewriteRule) -> str:
+    words = _folded(rule.replace)[0].split()
+    if not words:
+        return text
+    pattern = re.compile(r"(?<!\w)" + r"\s+".join(re.escape(w) for w in words) + r"(?!\w)")
+    folded, origin = _folded(text)
+    pieces: list[str] = []
+    position = 0
+    for found in pattern.finditer(folded):
+        start, end = origin[found.start()], origin[found.end() - 1] + 1
+        pieces.append(text[position:start] + rule.to)
+        position = end
+    pieces.append(text[position:])
+    return " ".join("".join(pieces).split())
+
+
+# --- changes -----------------------------------------------------------------------------
+
+
+def _changes(before: State, after: State) -> tuple[Change, ...]:
+    old = before.plan.model_dump(mode="json")
+    new = after.plan.model_dump(mode="json")
+    changes = [
+        Change(field=name, before=old[name], after=new[name])
+        for name in Plan.model_fields
+        if name != "applied" and old[name] != new[name]
+    ]
+    for claim in after.prices[len(before.prices) :]:
+        if claim.percentile is not None:
+            pending = {
+                "percentile": claim.percentile,
+                "policy": claim.actor.id,
+                "resolved": "after the cascade, against the final category",
+            }
+            changes.append(
+                Change(field=f"price.{claim.side}", before=old["price"][claim.side], after=pending)
+            )
+    return tuple(changes)

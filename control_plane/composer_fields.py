@@ -1,0 +1,325 @@
+"""Per-field conflict strategies of the composer (see :mod:`control_plane.composer`).
+
+:func:`apply` applies one rule body (captures already substituted) of one :class:`Actor`
+to the :class:`State` so far and returns the new state; one function per plan field.
+Price bounds live in :mod:`control_plane.composer_price`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import assert_never
+
+from control_plane.composer_price import claim_price
+from control_plane.composer_state import (
+    Actor,
+    State,
+    by_field,
+    canonical,
+    identity,
+    precedence,
+    shown,
+    with_actor,
+)
+from control_plane.plan import Boost, Constraint, Resolution, Sponsored, Weight
+from control_plane.policy import (
+    BoostRule,
+    BuryRule,
+    CategoryRule,
+    EconomicsRule,
+    ExcludeRule,
+    FilterRule,
+    HideRule,
+    PinRule,
+    PriceRule,
+    RewriteRule,
+    RouteRule,
+    RuleBody,
+    SponsoredRule,
+    SynonymsRule,
+)
+
+# --- dispatch --------------------------------------------------------------------------
+
+
+def apply(state: State, actor: Actor, body: RuleBody) -> State:
+    """Apply one rule body of ``actor`` to ``state``."""
+    match body:
+        case FilterRule():
+            return _guard(state, actor, body) if actor.is_guard else _filter(state, actor, body)
+        case ExcludeRule():
+            return _guard(state, actor, body) if actor.is_guard else _exclude(state, actor, body)
+        case CategoryRule():
+            return _category(state, actor, body)
+        case PriceRule():
+            return claim_price(state, actor, body)
+        case BoostRule() | BuryRule():
+            return _boost(state, actor, body)
+        case PinRule():
+            return _pin(state, actor, body)
+        case HideRule():
+            return _hide(state, actor, body)
+        case SponsoredRule():
+            return _sponsored(state, actor, body)
+        case RewriteRule():
+            return replace(state, rewrites=(*state.rewrites, body))
+        case SynonymsRule():
+            terms = (" ".join(t.split()) for t in (*state.plan.synonyms, *body.terms))
+            return state.with_plan(synonyms=tuple(sorted({t for t in terms if t})))
+        case RouteRule():
+            return _route(state, actor, body)
+        case EconomicsRule():
+            return _economics(state, actor, body)
+        case _:
+            assert_never(body)
+
+
+# --- category and filters: sets of values on one field ----------------------------------
+
+
+def _meet(
+    state: State,
+    actor: Actor,
+    key: str,
+    current: Constraint | None,
+    proposed: Constraint,
+    strategy: str,
+    what: str,
+) -> tuple[State, Constraint | None]:
+    """A set-valued rule meets what is already on its field; returns the field's new value."""
+    if current is None:
+        state = replace(state, setters=with_actor(state.setters, key, actor))
+        if strategy == "override":
+            state = replace(state, holds=with_actor(state.holds, key, actor))
+        return state, proposed
+    holder = state.holds.get(key)
+    narrows = strategy in ("override", "intersect")
+    policies = current.policies + ((actor.id,) if actor.id not in current.policies else ())
+    if holder is not None and not (actor.consumes and narrows):
+        reason = f"{what} is held by the override of '{holder.id}' ({precedence(holder, actor)})"
+        return state.record(key, "override", holder, [actor], reason), current
+    if strategy == "merge":
+        merged = canonical((*current.values, *proposed.values))
+        return state, current.model_copy(update={"values": merged, "policies": policies})
+    wanted = {identity(v) for v in proposed.values}
+    common = tuple(v for v in current.values if identity(v) in wanted)
+    if not common:
+        winner = holder or state.setters[key]
+        reason = (
+            f"{shown(proposed.values)} has nothing in common with {shown(current.values)}"
+            f" ({precedence(winner, actor)})"
+        )
+        return state.record(key, strategy, winner, [actor], reason), current
+    narrowed = f"{shown(current.values)} narrowed to {shown(common)}"
+    if holder is not None:
+        reason = (
+            f"'{actor.id}' consumed the shopper's words, so it still narrows the {what}"
+            f" held by '{holder.id}': {narrowed}"
+        )
+        state = state.record(key, strategy, actor, [], reason)
+    elif strategy == "override":
+        first = state.setters[key]
+        reason = (
+            f"an override cannot replace the {what} set by '{first.id}'"
+            f" ({precedence(first, actor)}): {narrowed}, and '{actor.id}' now holds it"
+        )
+        state = state.record(key, "override", actor, [], reason)
+        state = replace(state, holds=with_actor(state.holds, key, actor))
+    elif common != current.values or len(common) != len(wanted):
+        kept = f"{shown(current.values)} and {shown(proposed.values)} share {shown(common)}"
+        state = state.record(key, "intersect", actor, [], kept)
+    return state, current.model_copy(update={"values": common, "policies": policies})
+
+
+def _category(state: State, actor: Actor, body: CategoryRule) -> State:
+    proposed = Constraint(
+        field=state.category_field, values=canonical(body.values), policies=(actor.id,)
+    )
+    state, category = _meet(
+        state, actor, "category", state.plan.category, proposed, body.strategy, "category"
+    )
+    return state.with_plan(category=category)
+
+
+def _filter(state: State, actor: Actor, body: FilterRule) -> State:
+    key = f"filters.{body.field}"
+    others = [c for c in state.plan.filters if c.field != body.field]
+    current = next((c for c in state.plan.filters if c.field == body.field), None)
+    proposed = Constraint(field=body.field, values=canonical(body.values), policies=(actor.id,))
+    state, merged = _meet(
+        state, actor, key, current, proposed, body.strategy, f"filter on '{body.field}'"
+    )
+    for guard in (g for g in state.plan.guards if g.field == body.field):
+        lift = "cannot lift it" if body.strategy == "override" else "does not replace it"
+        reason = (
+            f"the guard on '{body.field}' stays in force: '{actor.id}' {lift},"
+            " its filter applies in addition"
+        )
+        state = _guard_note(state, body.field, guard.policies[0], reason)
+    return state.with_plan(filters=by_field([*others, *([merged] if merged else [])]))
+
+
+def _exclude(state: State, actor: Actor, body: ExcludeRule) -> State:
+    current = next((c for c in state.plan.exclusions if c.field == body.field), None)
+    others = [c for c in state.plan.exclusions if c.field != body.field]
+    if current is None:
+        merged = Constraint(field=body.field, values=canonical(body.values), policies=(actor.id,))
+    else:
+        policies = current.policies + ((actor.id,) if actor.id not in current.policies else ())
+        values = canonical((*current.values, *body.values))
+        merged = current.model_copy(update={"values": values, "policies": policies})
+    return state.with_plan(exclusions=by_field([*others, merged]))
+
+
+def _guard(state: State, actor: Actor, body: FilterRule | ExcludeRule) -> State:
+    constraint = Constraint(field=body.field, values=canonical(body.values), policies=(actor.id,))
+    if isinstance(body, ExcludeRule):
+        return state.with_plan(
+            guard_exclusions=by_field([*state.plan.guard_exclusions, constraint])
+        )
+    for existing in (c for c in state.plan.filters if c.field == body.field):
+        reason = (
+            f"the guard on '{body.field}' stays in force: the filter of"
+            f" {', '.join(repr(p) for p in existing.policies)} applies in addition"
+        )
+        state = _guard_note(state, body.field, actor.id, reason)
+    return state.with_plan(guards=by_field([*state.plan.guards, constraint]))
+
+
+def _guard_note(state: State, field: str, guard: str, reason: str) -> State:
+    note = Resolution(
+        field=f"guards.{field}", strategy="guard", winner=guard, losers=(), reason=reason
+    )
+    return state.noted(note)
+
+
+# --- soft scoring -------------------------------------------------------------------------
+
+
+def _boost(state: State, actor: Actor, body: BoostRule | BuryRule) -> State:
+    key = f"boosts.{body.field}"
+    holder = state.holds.get(key)
+    if holder is not None:
+        reason = (
+            f"scoring on '{body.field}' is held by the override of '{holder.id}'"
+            f" ({precedence(holder, actor)})"
+        )
+        return state.record(key, "override", holder, [actor], reason)
+    if body.strategy == "override":
+        earlier = [b.policy for b in state.plan.boosts if b.field == body.field]
+        if earlier:
+            names = ", ".join(repr(p) for p in dict.fromkeys(earlier))
+            reason = (
+                f"an override cannot remove the boosts of {names} on '{body.field}'"
+                f" (higher precedence): added alongside, and '{actor.id}' now holds the field"
+            )
+            state = state.record(key, "override", actor, [], reason)
+        state = replace(state, holds=with_actor(state.holds, key, actor))
+    boost = Boost(
+        field=body.field, values=canonical(body.values), weight=body.weight, policy=actor.id
+    )
+    return state.with_plan(boosts=(*state.plan.boosts, boost))
+
+
+def _route(state: State, actor: Actor, body: RouteRule) -> State:
+    setter = state.setters.get("route")
+    if setter is not None:
+        reason = f"{precedence(setter, actor)}: route stays '{state.plan.route}', not '{body.to}'"
+        return state.record("route", "highest_priority", setter, [actor], reason)
+    state = replace(state, setters=with_actor(state.setters, "route", actor))
+    return state.with_plan(route=body.to)
+
+
+def _economics(state: State, actor: Actor, body: EconomicsRule) -> State:
+    for key, value in (
+        ("margin_weight", body.margin_weight),
+        ("popularity_weight", body.popularity_weight),
+    ):
+        if value is None:
+            continue
+        setter = state.setters.get(key)
+        if setter is not None:
+            kept: Weight = getattr(state.plan, key)
+            reason = f"{precedence(setter, actor)}: {key} stays {kept.value}, not {value}"
+            state = state.record(key, "highest_priority", setter, [actor], reason)
+            continue
+        state = replace(state, setters=with_actor(state.setters, key, actor))
+        state = state.with_plan(**{key: Weight(value=value, policy=actor.id)})
+    return state
+
+
+# --- product ids: pins, hides, sponsored ---------------------------------------------------
+
+
+def _pin(state: State, actor: Actor, body: PinRule) -> State:
+    pins = list(state.plan.pins)
+    pinned_by = dict(state.pinned_by)
+    for product in dict.fromkeys(body.ids):
+        hider = state.hidden_by.get(product)
+        if hider is not None:
+            reason = f"'{product}' is hidden by '{hider.id}': hide beats pin"
+            state = state.record("pins", "hide_beats_pin", hider, [actor], reason)
+        elif product in pinned_by:
+            continue
+        elif len(pins) >= state.governance.max_pins:
+            holder = pinned_by[pins[-1]] if pins else actor
+            reason = (
+                f"governance allows {state.governance.max_pins} pins: '{product}' is not pinned"
+            )
+            state = state.record("pins", "max_pins", holder, [actor], reason)
+        else:
+            pins.append(product)
+            pinned_by[product] = actor
+    return replace(state, pinned_by=pinned_by).with_plan(pins=tuple(pins))
+
+
+def _hide(state: State, actor: Actor, body: HideRule) -> State:
+    hidden_by = dict(state.hidden_by)
+    for product in body.ids:
+        hidden_by.setdefault(product, actor)
+    hidden = set(hidden_by)
+    for product in (p for p in state.plan.pins if p in hidden):
+        reason = f"'{product}' is hidden by '{hidden_by[product].id}': hide beats pin"
+        state = state.record(
+            "pins", "hide_beats_pin", hidden_by[product], [state.pinned_by[product]], reason
+        )
+    sponsored: list[Sponsored] = []
+    for entry in state.plan.sponsored:
+        for product in (p for p in entry.ids if p in hidden):
+            reason = f"'{product}' is hidden by '{hidden_by[product].id}': hide beats sponsored"
+            sponsor = state.actors[entry.policy]
+            state = state.record(
+                "sponsored", "hide_beats_sponsored", hidden_by[product], [sponsor], reason
+            )
+        ids = tuple(p for p in entry.ids if p not in hidden)
+        if ids:
+            sponsored.append(entry.model_copy(update={"ids": ids}))
+    return replace(state, hidden_by=hidden_by).with_plan(
+        hides=tuple(sorted(hidden)),
+        pins=tuple(p for p in state.plan.pins if p not in hidden),
+        sponsored=tuple(sponsored),
+    )
+
+
+def _sponsored(state: State, actor: Actor, body: SponsoredRule) -> State:
+    taken = {p for entry in state.plan.sponsored for p in entry.ids}
+    ids: list[str] = []
+    for product in dict.fromkeys(body.ids):
+        hider = state.hidden_by.get(product)
+        if hider is not None:
+            reason = f"'{product}' is hidden by '{hider.id}': hide beats sponsored"
+            state = state.record("sponsored", "hide_beats_sponsored", hider, [actor], reason)
+        elif product in taken:
+            continue
+        elif len(taken) + len(ids) >= state.governance.max_sponsored:
+            entries = state.plan.sponsored
+            holder = state.actors[entries[-1].policy] if entries else actor
+            allowed = state.governance.max_sponsored
+            reason = f"governance allows {allowed} sponsored products: '{product}' is not sponsored"
+            state = state.record("sponsored", "max_sponsored", holder, [actor], reason)
+        else:
+            ids.append(product)
+    if not ids:
+        return state
+    entry = Sponsored(ids=tuple(ids), weight=body.weight, policy=actor.id)
+    return state.with_plan(sponsored=(*state.plan.sponsored, entry))

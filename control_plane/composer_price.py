@@ -1,0 +1,154 @@
+"""Price bounds for the composer (see :mod:`control_plane.composer`, section 7).
+
+During the cascade, price rules add :class:`PriceClaim` s and the plan shows the bound
+folded from the absolute claims so far. :func:`finish_price` resolves relative claims
+against the final category's statistics and folds every claim into the final bounds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Protocol
+
+from control_plane.composer_state import Actor, PriceClaim, Side, State, precedence
+from control_plane.plan import Bound, Constraint, PriceBounds
+from control_plane.policy import PriceRule, RelativeBound
+
+ALL_CATEGORIES = "_all"
+
+
+class StatsLike(Protocol):
+    """What the composer reads from a category's price statistics."""
+
+    @property
+    def count(self) -> int: ...
+
+    def percentile(self, p: float, /) -> float: ...
+
+
+def claim_price(state: State, actor: Actor, body: PriceRule) -> State:
+    claims = list(state.prices)
+    for side in ("min", "max"):
+        bound = body.min if side == "min" else body.max
+        if bound is None:
+            continue
+        if isinstance(bound, RelativeBound):
+            claims.append(PriceClaim(side, actor, body.strategy, None, bound.percentile))
+        elif isinstance(bound, str):
+            raise TypeError(f"price bound {bound!r} of '{actor.id}' reached the cascade unbound")
+        else:
+            claims.append(PriceClaim(side, actor, body.strategy, float(bound)))
+    state = replace(state, prices=tuple(claims))
+    resolved = [c for c in state.prices if c.value is not None]
+    bounds = PriceBounds(min=_fold(state, "min", resolved)[1], max=_fold(state, "max", resolved)[1])
+    return state.with_plan(price=bounds)
+
+
+def _tighter(side: Side, a: float, b: float) -> bool:
+    return a > b if side == "min" else a < b
+
+
+def _fold(state: State, side: Side, claims: Sequence[PriceClaim]) -> tuple[State, Bound | None]:
+    """One side's bound from its claims, in application order; resolutions recorded."""
+    key = f"price.{side}"
+    best: PriceClaim | None = None
+    holder: Actor | None = None
+    for claim in sorted((c for c in claims if c.side == side), key=lambda c: c.actor.rank):
+        assert claim.value is not None
+        if best is None or best.value is None:
+            best = claim
+            holder = claim.actor if claim.strategy == "override" else None
+            continue
+        if holder is not None and not claim.actor.consumes:
+            reason = (
+                f"{key} is held by the override of '{holder.id}'"
+                f" ({precedence(holder, claim.actor)}): {claim.value} ignored"
+            )
+            state = state.record(key, "override", holder, [claim.actor], reason)
+            continue
+        sign = ">" if side == "min" else "<"
+        note = ""
+        if holder is not None:
+            note = (
+                f" ('{claim.actor.id}' consumed the shopper's words,"
+                f" so it may tighten the bound held by '{holder.id}')"
+            )
+        elif claim.strategy == "override":
+            note = (
+                " (an override cannot loosen a higher-precedence bound;"
+                f" '{claim.actor.id}' now holds {key})"
+            )
+        if _tighter(side, claim.value, best.value):
+            reason = f"most restrictive: {claim.value} {sign} {best.value}{note}"
+            state = state.record(key, "most_restrictive", claim.actor, [best.actor], reason)
+            best = claim
+        else:
+            relation = "=" if claim.value == best.value else sign
+            reason = f"most restrictive: {best.value} {relation} {claim.value}{note}"
+            state = state.record(key, "most_restrictive", best.actor, [claim.actor], reason)
+        if claim.strategy == "override" and holder is None:
+            holder = claim.actor
+    if best is None or best.value is None:
+        return state, None
+    return state, Bound(value=best.value, policy=best.actor.id, relative=best.percentile)
+
+
+def finish_price(state: State, stats: Mapping[str, StatsLike]) -> State:
+    """Resolve relative claims against the final category, then fold both sides."""
+    claims: list[PriceClaim] = []
+    for claim in state.prices:
+        if claim.percentile is not None:
+            value, reason = _percentile(claim.percentile, state.plan.category, stats)
+            state = state.record(f"price.{claim.side}", "relative", claim.actor, [], reason)
+            claim = replace(claim, value=value)
+        claims.append(claim)
+    state, low = _fold(state, "min", claims)
+    state, high = _fold(state, "max", claims)
+    if low is not None and high is not None and low.value > high.value:
+        keep, drop = sorted(
+            (state.actors[low.policy], state.actors[high.policy]), key=lambda a: a.rank
+        )
+        reason = f"floor {low.value} is above ceiling {high.value}: {precedence(keep, drop)}"
+        state = state.record("price", "floor_below_ceiling", keep, [drop], reason)
+        if drop.id == low.policy and keep.id != drop.id:
+            low = None
+        else:
+            high = None
+    return state.with_plan(price=PriceBounds(min=low, max=high))
+
+
+def _percentile(
+    p: int, category: Constraint | None, stats: Mapping[str, StatsLike]
+) -> tuple[float, str]:
+    """The ``p``-th percentile for the final category, and how it was found."""
+    names = [str(v) for v in category.values] if category is not None else []
+    if not names:
+        value = _stat(p, ALL_CATEGORIES, stats)
+        return value, f"p{p} of all categories ('{ALL_CATEGORIES}') = {value}"
+    parts: list[tuple[float, str]] = []
+    for name in names:
+        found = stats.get(name)
+        if found is not None and found.count > 0:
+            value = _stat(p, name, stats)
+            parts.append((value, f"'{name}' = {value}"))
+        else:
+            value = _stat(p, ALL_CATEGORIES, stats)
+            fallback = f"no price statistics for '{name}': '{ALL_CATEGORIES}' used"
+            parts.append((value, f"'{name}' = {value} ({fallback})"))
+    best = max(value for value, _ in parts)
+    if len(parts) == 1:
+        return best, f"p{p} of category {parts[0][1]}"
+    return best, f"p{p} = {best}, the highest of " + ", ".join(text for _, text in parts)
+
+
+def _stat(p: int, name: str, stats: Mapping[str, StatsLike]) -> float:
+    found = stats.get(name)
+    if found is None:
+        needed = f"the composer needs '{ALL_CATEGORIES}' at least"
+        raise ValueError(f"no price statistics for '{name}': {needed}")
+    value = float(found.percentile(float(p)))
+    if not math.isfinite(value):
+        raise ValueError(f"price statistics for '{name}' give p{p} = {value}")
+    return value

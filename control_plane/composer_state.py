@@ -1,0 +1,134 @@
+"""The composer's working state (see :mod:`control_plane.composer`).
+
+A :class:`State` is the plan so far plus the bookkeeping the field strategies need: which
+policy first set a field, which override holds it, price claims waiting for the final
+category, and the resolutions recorded on the way. It is frozen: every strategy returns a
+new one. Nothing here depends on dict or set iteration order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from control_plane.plan import Constraint, Plan, Resolution
+from control_plane.policy import SPECIFICITY, Governance, Policy, RewriteRule, Value
+
+Side = Literal["min", "max"]
+
+
+@dataclass(frozen=True)
+class Actor:
+    """A policy taking its turn in the cascade, with what decides its precedence."""
+
+    policy: Policy
+    rank: int
+    """position in the application order (0 applies first)"""
+    length: int
+    """intent characters its spans cover"""
+
+    @property
+    def id(self) -> str:
+        return self.policy.id
+
+    @property
+    def consumes(self) -> bool:
+        return self.policy.trigger.consume
+
+    @property
+    def is_guard(self) -> bool:
+        return self.policy.kind == "guard"
+
+
+@dataclass(frozen=True)
+class PriceClaim:
+    """One bound a price rule asked for; relative claims get their value at the end."""
+
+    side: Side
+    actor: Actor
+    strategy: Literal["most_restrictive", "override"]
+    value: float | None
+    percentile: int | None = None
+
+
+@dataclass(frozen=True)
+class State:
+    plan: Plan
+    governance: Governance
+    category_field: str
+    actors: Mapping[str, Actor] = field(default_factory=dict)
+    """policy id -> its actor, for every policy in the cascade"""
+    setters: Mapping[str, Actor] = field(default_factory=dict)
+    """field key -> the first (highest-precedence) policy that set it"""
+    holds: Mapping[str, Actor] = field(default_factory=dict)
+    """field key -> the override holding it"""
+    prices: tuple[PriceClaim, ...] = ()
+    pinned_by: Mapping[str, Actor] = field(default_factory=dict)
+    hidden_by: Mapping[str, Actor] = field(default_factory=dict)
+    rewrites: tuple[RewriteRule, ...] = ()
+    resolutions: tuple[Resolution, ...] = ()
+
+    def with_plan(self, **update: object) -> State:
+        return replace(self, plan=self.plan.model_copy(update=update))
+
+    def record(
+        self, key: str, strategy: str, winner: Actor, losers: Sequence[Actor], reason: str
+    ) -> State:
+        resolution = Resolution(
+            field=key,
+            strategy=strategy,
+            winner=winner.id,
+            losers=tuple(loser.id for loser in losers),
+            reason=reason,
+        )
+        return self.noted(resolution)
+
+    def noted(self, resolution: Resolution) -> State:
+        return replace(self, resolutions=(*self.resolutions, resolution))
+
+
+# --- shared wording and value handling -------------------------------------------------
+
+
+def precedence(winner: Actor, loser: Actor) -> str:
+    """Why ``winner`` comes before ``loser`` in the application order, in words."""
+    w, lo = winner.policy, loser.policy
+    if w.id == lo.id:
+        return "an earlier rule of the same policy"
+    if w.priority != lo.priority:
+        return f"priority {w.priority} > {lo.priority}"
+    same = f"priority {w.priority} = {lo.priority}"
+    if SPECIFICITY[w.trigger.kind] != SPECIFICITY[lo.trigger.kind]:
+        return f"{same}, {w.trigger.kind} is more specific than {lo.trigger.kind}"
+    if winner.length != loser.length:
+        return f"{same}, both {w.trigger.kind}, longer match {winner.length} > {loser.length}"
+    return f"{same}, both {w.trigger.kind}, same match length, id '{w.id}' < '{lo.id}'"
+
+
+def identity(value: Value) -> tuple[str, str]:
+    return (type(value).__name__, repr(value))
+
+
+def _order(value: Value) -> tuple[str, float, str]:
+    if isinstance(value, str):
+        return ("str", 0.0, value)
+    return (type(value).__name__, float(value), "")
+
+
+def canonical(values: Iterable[Value]) -> tuple[Value, ...]:
+    """Distinct values, sorted (``1`` and ``True`` stay distinct)."""
+    distinct = {identity(value): value for value in values}
+    return tuple(sorted(distinct.values(), key=_order))
+
+
+def shown(values: Iterable[Value]) -> str:
+    return "[" + ", ".join(repr(v) if isinstance(v, str) else str(v) for v in values) + "]"
+
+
+def with_actor(mapping: Mapping[str, Actor], key: str, actor: Actor) -> dict[str, Actor]:
+    return {**mapping, key: actor}
+
+
+def by_field(constraints: Iterable[Constraint]) -> tuple[Constraint, ...]:
+    return tuple(sorted(constraints, key=lambda c: (c.field, c.policies, shown(c.values))))

@@ -1,0 +1,49 @@
+"""``govsearch demo``: engine up, demo data loaded, API served, examples printed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from control_plane import local_engine
+from control_plane.config import Settings
+
+EXAMPLES = [
+    ("oranges", {}),
+    ("cheap chocolate", {}),
+    ("chocolat sans arachide", {}),
+    ("baby formula", {}),
+    ("chocolate", {"user_id": "alice"}),
+    ("chocolate", {"cohorts": ["vegan"]}),
+]
+
+
+def run(settings: Settings, host: str, port: int) -> int:
+    import json
+
+    import uvicorn
+
+    from control_plane.api import create_app
+    from control_plane.bootstrap import prepare, profile_of
+    from control_plane.engine import connect
+    from control_plane.service import SearchService
+
+    url = settings.engine.url
+    if local_engine.probe(url) is None:
+        local = settings.engine.local
+        print(f"starting the local engine on port {local.port} ...", flush=True)
+        url = local_engine.start(port=local.port, data_dir=Path(local.data_dir), heap=local.heap,
+                                 timeout_s=local.start_timeout_s).url
+        settings = settings.model_copy(update={"engine": settings.engine.model_copy(update={"url": url})})
+    engine = connect(settings.engine)
+    ready = prepare(engine, settings)
+    print(f"catalog: {ready.catalog.documents} products in {ready.catalog.index}")
+    print(f"policies: version {ready.policy_set_version[:12]} live in {ready.policies_index}")
+    print(f"personas: {ready.purchases} purchases loaded (alice, bruno, chloe)")
+    print(f"\nAPI on http://{host}:{port}  (OpenAPI: http://{host}:{port}/docs)\nTry:")
+    for intent, extra in EXAMPLES:
+        body = json.dumps({"intent": intent, **extra}, ensure_ascii=False)
+        print(f"  curl -s http://{host}:{port}/v1/search -H 'content-type: application/json' -d '{body}'")
+    print(flush=True)
+    app = create_app(SearchService(settings, engine, profile_of(settings)))
+    uvicorn.run(app, host=host, port=port, log_level="warning")
+    return 0

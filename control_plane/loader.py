@@ -1,0 +1,612 @@
+"""Load a policy directory into a frozen, versioned :class:`PolicySet`.
+
+Layout of a policy directory::
+
+    governance.yaml            required: what policies may touch
+    vocabularies/*.yaml        one vocabulary per document; ``name`` defaults to the stem
+    **/*.yaml, **/*.yml        policies: a mapping, a list of mappings, or several
+                               ``---`` documents per file (``tests/`` folders, hidden
+                               files and folders are skipped)
+
+:func:`load_policy_set` reads everything, validates it with the models of
+:mod:`control_plane.policy`, then cross-checks the whole set (duplicate ids, unknown
+vocabularies, governance). It returns a policy set only when there is no error at all;
+otherwise it raises one :class:`PolicyLoadError` with every error, each located at the
+``file:line:column`` of the YAML node it concerns (files relative to the directory).
+
+A set's version is the sha256 of :func:`canonical_json`: equal content gives an equal
+version, whatever the file names, order or formatting.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
+
+from control_plane.errors import ERROR_CODES, PolicyError, PolicyLoadError
+from control_plane.policy import (
+    BoostRule,
+    BuryRule,
+    CategoryRule,
+    ExcludeRule,
+    FilterRule,
+    Governance,
+    Loc,
+    PinRule,
+    Policy,
+    PolicySet,
+    PriceRule,
+    RuleBody,
+    SponsoredRule,
+    Vocabulary,
+)
+
+GOVERNANCE_FILE = "governance.yaml"
+VOCABULARY_DIR = "vocabularies"
+TESTS_DIR = "tests"
+SUFFIXES = (".yaml", ".yml")
+
+M = TypeVar("M", bound=BaseModel)
+
+#: pydantic error types with a loader code of their own (others are ``invalid_value``,
+#: unless the type already is a code: :func:`control_plane.policy.invalid` raised it).
+PYDANTIC_CODES = {"missing": "missing_field", "extra_forbidden": "unknown_field"}
+
+
+def load_policy_set(directory: Path | str) -> PolicySet:
+    """Load, validate and freeze the policy directory, or raise :class:`PolicyLoadError`
+    with every error found (never a half-loaded set)."""
+    root = Path(directory)
+    if not root.is_dir():
+        raise PolicyLoadError([
+            PolicyError(code="io_error", message="not a policy directory", file=str(directory))
+        ])
+    reading = _Reading(root)
+    governance = reading.governance()
+    vocabularies = reading.vocabularies()
+    policies = reading.policies()
+    for violation in check_policy_set(
+        [p for p, _ in policies], [v for v, _ in vocabularies], governance,
+        broken_vocabularies=reading.broken_vocabularies,
+    ):
+        sources = policies if violation.subject == "policy" else vocabularies
+        reading.errors.append(sources[violation.index][1].error(violation))
+    if reading.errors or governance is None:
+        raise PolicyLoadError(reading.errors)
+    return _freeze([p for p, _ in policies], [v for v, _ in vocabularies], governance)
+
+
+def build_policy_set(
+    policies: Sequence[Policy], vocabularies: Sequence[Vocabulary], governance: Governance
+) -> PolicySet:
+    """Freeze already validated models (e.g. from the API) after the same cross-checks as
+    the loader. Errors name ``policy:<id>`` or ``vocabulary:<name>`` instead of a file."""
+    violations = check_policy_set(policies, vocabularies, governance)
+    if violations:
+        errors = []
+        for violation in violations:
+            name = (
+                policies[violation.index].id
+                if violation.subject == "policy"
+                else vocabularies[violation.index].name
+            )
+            where = ".".join(map(str, violation.loc))
+            errors.append(PolicyError(
+                code=violation.code,
+                message=f"{where}: {violation.message}" if where else violation.message,
+                file=f"{violation.subject}:{name}",
+            ))
+        raise PolicyLoadError(errors)
+    return _freeze(policies, vocabularies, governance)
+
+
+def canonical_json(
+    policies: Sequence[Policy], vocabularies: Sequence[Vocabulary], governance: Governance
+) -> str:
+    """The JSON the version hashes: policies sorted by id, vocabularies by name, sorted
+    keys, no whitespace, UTF-8 text as is."""
+    content = {
+        "policies": [_json(p) for p in sorted(policies, key=lambda p: p.id)],
+        "vocabularies": [_json(v) for v in sorted(vocabularies, key=lambda v: v.name)],
+        "governance": _json(governance),
+    }
+    return json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _json(model: BaseModel) -> Any:
+    return model.model_dump(mode="json", by_alias=True)
+
+
+def _freeze(
+    policies: Sequence[Policy], vocabularies: Sequence[Vocabulary], governance: Governance
+) -> PolicySet:
+    text = canonical_json(policies, vocabularies, governance)
+    return PolicySet(
+        version=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        policies=tuple(sorted(policies, key=lambda p: p.id)),
+        vocabularies=tuple(sorted(vocabularies, key=lambda v: v.name)),
+        governance=governance,
+    )
+
+
+# --- cross-checks ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A cross-check failure on the ``index``-th policy or vocabulary, at ``loc`` in it
+    (a path as the YAML author wrote it, e.g. ``("rules", 2, "boost", "weight")``)."""
+
+    code: str
+    message: str
+    subject: Literal["policy", "vocabulary"]
+    index: int
+    loc: Loc
+
+
+def check_policy_set(
+    policies: Sequence[Policy],
+    vocabularies: Sequence[Vocabulary],
+    governance: Governance | None,
+    *,
+    broken_vocabularies: frozenset[str] = frozenset(),
+) -> list[Violation]:
+    """What makes valid models an invalid set: duplicate ids and vocabulary names, rules
+    naming an unknown vocabulary and, when ``governance`` is given, governance breaches.
+    ``broken_vocabularies`` are names that exist but failed to load (not reported again)."""
+    found: list[Violation] = []
+    ids = Counter(p.id for p in policies)
+    for index, policy in enumerate(policies):
+        if ids[policy.id] > 1:
+            found.append(Violation(
+                "duplicate_id", f"policy id {policy.id!r} is defined {ids[policy.id]} times",
+                "policy", index, ("id",),
+            ))
+    names = Counter(v.name for v in vocabularies)
+    for index, vocabulary in enumerate(vocabularies):
+        if names[vocabulary.name] > 1:
+            found.append(Violation(
+                "duplicate_id",
+                f"vocabulary {vocabulary.name!r} is defined {names[vocabulary.name]} times",
+                "vocabulary", index, ("name",),
+            ))
+    known = set(names) | broken_vocabularies
+    for index, policy in enumerate(policies):
+        found += _vocabulary_violations(policy, index, known)
+        if governance is not None:
+            found += _governance_violations(policy, index, governance)
+    return found
+
+
+def _vocabulary_violations(policy: Policy, index: int, known: set[str]) -> Iterator[Violation]:
+    for number, rule in enumerate(policy.rules):
+        body = rule.body
+        name = body.vocabulary if isinstance(body, FilterRule | ExcludeRule) else None
+        if name is not None and name not in known:
+            yield Violation(
+                "unknown_vocabulary",
+                f"vocabulary {name!r} does not exist"
+                f" (known: {', '.join(sorted(known)) or 'none'})",
+                "policy", index, ("rules", number, rule.kind, "vocabulary"),
+            )
+
+
+def _governance_violations(policy: Policy, index: int, rules: Governance) -> Iterator[Violation]:
+    pins = sponsored = 0
+    for number, rule in enumerate(policy.rules):
+        at: Loc = ("rules", number, rule.kind)
+        body = rule.body
+        for field, loc, allowed, verb in _touched_fields(body, at, rules):
+            if field in rules.protected_fields and policy.kind != "guard":
+                yield Violation(
+                    "governance_protected",
+                    f"only guards may {verb} protected field {field!r}",
+                    "policy", index, loc,
+                )
+            elif field not in allowed:
+                yield Violation(
+                    "governance_field",
+                    f"governance does not allow policies to {verb} field {field!r}"
+                    f" (allowed: {', '.join(sorted(allowed)) or 'none'})",
+                    "policy", index, loc,
+                )
+        if isinstance(body, BoostRule | SponsoredRule) and body.weight > rules.max_boost_weight:
+            yield Violation(
+                "governance_boost",
+                f"{rule.kind} weight {body.weight:g} exceeds max_boost_weight"
+                f" {rules.max_boost_weight:g}",
+                "policy", index, (*at, "weight"),
+            )
+        if isinstance(body, PinRule):
+            pins += len(body.ids)
+            if pins > rules.max_pins:
+                yield Violation(
+                    "governance_pins",
+                    f"the policy pins {pins} ids; max_pins is {rules.max_pins}",
+                    "policy", index, (*at, "ids"),
+                )
+        if isinstance(body, SponsoredRule):
+            sponsored += len(body.ids)
+            if sponsored > rules.max_sponsored:
+                yield Violation(
+                    "governance_sponsored",
+                    f"the policy sponsors {sponsored} ids; max_sponsored is"
+                    f" {rules.max_sponsored}",
+                    "policy", index, (*at, "ids"),
+                )
+
+
+def _touched_fields(
+    body: RuleBody, at: Loc, rules: Governance
+) -> Iterator[tuple[str, Loc, tuple[str, ...], str]]:
+    """(field, location, the fields governance allows, verb) for each field a rule touches.
+    A category rule touches ``categories`` (allowed when ``category`` or ``categories``
+    is filterable), a price rule ``price``."""
+    if isinstance(body, FilterRule):
+        yield body.field, (*at, "field"), rules.filterable_fields, "filter on"
+    elif isinstance(body, ExcludeRule):
+        yield body.field, (*at, "field"), rules.filterable_fields, "exclude on"
+    elif isinstance(body, BoostRule):
+        yield body.field, (*at, "field"), rules.boostable_fields, "boost"
+    elif isinstance(body, BuryRule):
+        yield body.field, (*at, "field"), rules.boostable_fields, "bury"
+    elif isinstance(body, CategoryRule):
+        allowed = rules.filterable_fields
+        if "category" in allowed:
+            allowed = (*allowed, "categories")
+        yield "categories", at, allowed, "constrain"
+    elif isinstance(body, PriceRule):
+        yield "price", at, rules.filterable_fields, "constrain"
+
+
+# --- reading files --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a model came from: a file, the YAML node of its document and the path of the
+    model inside that document (``(2,)`` for the third policy of a list)."""
+
+    file: str
+    node: yaml.Node
+    base: Loc = ()
+
+    def at(self, loc: Loc, code: str, message: str) -> PolicyError:
+        line, column = _position(self.node, (*self.base, *loc))
+        return PolicyError(code=code, message=message, file=self.file, line=line, column=column)
+
+    def error(self, violation: Violation) -> PolicyError:
+        return self.at(violation.loc, violation.code, violation.message)
+
+
+class _Reading:
+    """The state of one load: the directory and every error found so far."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.errors: list[PolicyError] = []
+        self.broken_vocabularies: frozenset[str] = frozenset()
+
+    def governance(self) -> Governance | None:
+        path = self.root / GOVERNANCE_FILE
+        if not path.is_file():
+            self.errors.append(PolicyError(
+                code="missing_governance",
+                message=f"a policy directory needs {GOVERNANCE_FILE}",
+                file=GOVERNANCE_FILE,
+            ))
+            return None
+        documents = [d for d in self.documents(path) if d[1] is not None]
+        problem = f"{GOVERNANCE_FILE} must hold exactly one mapping"
+        if not documents:
+            if not any(e.file == GOVERNANCE_FILE for e in self.errors):
+                self.errors.append(
+                    PolicyError(code="invalid_document", message=problem, file=GOVERNANCE_FILE)
+                )
+            return None
+        for extra, _ in documents[1:]:
+            self.errors.append(extra.at((), "invalid_document", problem))
+        source, data = documents[0]
+        if not isinstance(data, dict):
+            self.errors.append(source.at((), "invalid_document", problem))
+        if len(documents) > 1 or not isinstance(data, dict):
+            return None
+        return self.validate(Governance, data, source)
+
+    def vocabularies(self) -> list[tuple[Vocabulary, Source]]:
+        found: list[tuple[Vocabulary, Source]] = []
+        broken: set[str] = set()
+        folder = self.root / VOCABULARY_DIR
+        paths = sorted(p for p in folder.glob("*") if p.suffix in SUFFIXES and p.is_file())
+        for path in paths:
+            for source, data in self.documents(path):
+                if data is None:
+                    continue
+                if not isinstance(data, dict):
+                    self.errors.append(source.at((), "invalid_document", "expected a mapping"))
+                    continue
+                data = {"name": path.stem, **data}
+                vocabulary = self.validate(Vocabulary, data, source)
+                if vocabulary is None:
+                    broken.add(str(data["name"]))
+                else:
+                    found.append((vocabulary, source))
+        self.broken_vocabularies = frozenset(broken)
+        return found
+
+    def policies(self) -> list[tuple[Policy, Source]]:
+        found: list[tuple[Policy, Source]] = []
+        for path in self.policy_files():
+            for source, data in self.documents(path):
+                if data is None:
+                    continue
+                items = [(source, data)]
+                if isinstance(data, list):
+                    items = [
+                        (Source(source.file, source.node, (index,)), item)
+                        for index, item in enumerate(data)
+                    ]
+                for item_source, item in items:
+                    if not isinstance(item, dict):
+                        self.errors.append(item_source.at(
+                            (), "invalid_document", "expected a policy mapping or a list of them"
+                        ))
+                        continue
+                    policy = self.validate(Policy, item, item_source)
+                    if policy is not None:
+                        found.append((policy, item_source))
+        return found
+
+    def policy_files(self) -> list[Path]:
+        files = []
+        for path in self.root.rglob("*"):
+            relative = path.relative_to(self.root)
+            parts = relative.parts
+            if (
+                path.suffix not in SUFFIXES
+                or not path.is_file()
+                or any(part.startswith(".") for part in parts)
+                or TESTS_DIR in parts[:-1]
+                or parts[0] == VOCABULARY_DIR
+                or relative.as_posix() == GOVERNANCE_FILE
+            ):
+                continue
+            files.append(path)
+        return sorted(files, key=lambda p: p.relative_to(self.root).as_posix())
+
+    def documents(self, path: Path) -> Iterator[tuple[Source, Any]]:
+        """Each YAML document of ``path`` with its source; errors are recorded."""
+        file = path.relative_to(self.root).as_posix()
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            self.errors.append(PolicyError(code="io_error", message=str(exc), file=file))
+            return
+        loader = yaml.SafeLoader(text)
+        try:
+            while loader.check_node():
+                node = loader.get_node()
+                if node is None:
+                    continue
+                self.errors += _duplicate_keys(node, file)
+                source = Source(file, node)
+                try:
+                    data = loader.construct_document(node)
+                except (ValueError, TypeError) as exc:  # e.g. a date like 2026-02-30
+                    self.errors.append(source.at((), "yaml_syntax", str(exc)))
+                    continue
+                yield source, data
+        except yaml.MarkedYAMLError as exc:
+            mark = exc.problem_mark or exc.context_mark
+            message = " ".join(str(m) for m in (exc.context, exc.problem) if m)
+            self.errors.append(PolicyError(
+                code="yaml_syntax",
+                message=message or "invalid YAML",
+                file=file,
+                line=mark.line + 1 if mark else 0,
+                column=mark.column + 1 if mark else 0,
+            ))
+        finally:
+            loader.dispose()
+
+    def validate(self, model: type[M], data: Any, source: Source) -> M | None:
+        try:
+            return model.model_validate(data)
+        except ValidationError as exc:
+            self.errors += _errors(exc, source)
+            return None
+
+
+# --- locating pydantic errors ---------------------------------------------------------
+
+
+def _errors(exc: ValidationError, source: Source) -> list[PolicyError]:
+    """One located error per pydantic error. Invalid values that resolve to the same YAML
+    node become one error: the branches of a union (``max`` is neither a number,
+    ``{percentile: P}`` nor a capture), or items of a list the model derived."""
+    details = [e for e in exc.errors() if not _spurious(e, exc.errors())]
+    groups: dict[tuple[Loc, str], list[ErrorDetails]] = {}
+    for detail in details:
+        code = _code(detail["type"])
+        resolved = _resolved(source.node, (*source.base, *detail["loc"]))[len(source.base):]
+        key = (resolved if code == "invalid_value" else detail["loc"], code)
+        groups.setdefault(key, []).append(detail)
+    errors = []
+    for (loc, code), group in groups.items():
+        if len(group) == 1:
+            message = _message(group[0])
+        else:
+            message = f"{_dotted(loc)}: " + "; ".join(
+                f"{_dotted(d['loc'][len(loc):])}: {_text(d)}" if d["loc"][len(loc):]
+                else _text(d)
+                for d in group
+            )
+        errors.append(source.at(group[0]["loc"], code, message))
+    return errors
+
+
+def _spurious(detail: ErrorDetails, details: list[ErrorDetails]) -> bool:
+    """pydantic reports a tuple with ``min_length`` as too short when its items failed."""
+    loc = detail["loc"]
+    return detail["type"] == "too_short" and any(
+        len(other["loc"]) > len(loc) and other["loc"][: len(loc)] == loc for other in details
+    )
+
+
+def _code(error_type: str) -> str:
+    if error_type in PYDANTIC_CODES:
+        return PYDANTIC_CODES[error_type]
+    return error_type if error_type in ERROR_CODES else "invalid_value"
+
+
+def _text(detail: ErrorDetails) -> str:
+    return detail["msg"].removeprefix("Value error, ")
+
+
+def _message(detail: ErrorDetails) -> str:
+    loc = detail["loc"]
+    if detail["type"] == "missing":
+        where = f" in {_dotted(loc[:-1])}" if loc[:-1] else ""
+        return f"missing required field {loc[-1]!r}{where}"
+    if detail["type"] == "extra_forbidden" and loc:
+        return f"{_dotted(loc)}: unknown field {loc[-1]!r}"
+    return f"{_dotted(loc)}: {_text(detail)}" if loc else _text(detail)
+
+
+def _dotted(loc: Loc) -> str:
+    return ".".join(map(str, loc)) or "(document)"
+
+
+def _walk(node: yaml.Node, loc: Loc) -> Iterator[yaml.Node]:
+    """The node reported for each part of ``loc`` that exists in the YAML: the key of a
+    mapping entry, the item of a sequence. Stops where the YAML and ``loc`` part ways
+    (a missing key, a union branch name, a path the model derived)."""
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            entries = [(k, v) for k, v in node.value if str(getattr(k, "value", None)) == str(part)]
+            if not entries:
+                return
+            key, node = entries[-1]
+            yield key
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+            if not 0 <= part < len(node.value):
+                return
+            node = node.value[part]
+            yield node
+        else:
+            return
+
+
+def _position(node: yaml.Node, loc: Loc) -> tuple[int, int]:
+    mark = node.start_mark
+    for found in _walk(node, loc):
+        mark = found.start_mark
+    return mark.line + 1, mark.column + 1
+
+
+def _resolved(node: yaml.Node, loc: Loc) -> Loc:
+    return loc[: sum(1 for _ in _walk(node, loc))]
+
+
+def _duplicate_keys(node: yaml.Node, file: str) -> Iterator[PolicyError]:
+    if isinstance(node, yaml.MappingNode):
+        seen: set[str] = set()
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode) and key.value != "<<":
+                if key.value in seen:
+                    yield PolicyError(
+                        code="duplicate_key",
+                        message=f"key {key.value!r} appears twice in this mapping",
+                        file=file,
+                        line=key.start_mark.line + 1,
+                        column=key.start_mark.column + 1,
+                    )
+                seen.add(key.value)
+            yield from _duplicate_keys(value, file)
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            yield from _duplicate_keys(item, file)
+
+
+# --- writing YAML ---------------------------------------------------------------------
+
+
+class _Dumper(yaml.SafeDumper):
+    """Flow style for small values (``{phrase: [chocolate, chocolat]}``), block style for
+    the rest, block sequences indented under their key."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        super().increase_indent(flow, False)
+
+
+def _depth(value: Any) -> int:
+    """0 for a scalar, 1 for a list or mapping of scalars, and so on."""
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list):
+        return 1 + max(map(_depth, value), default=0)
+    return 0
+
+
+def _represent_list(dumper: yaml.SafeDumper, data: list[Any]) -> yaml.Node:
+    flow = _depth(data) <= 2
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flow)
+
+
+def _represent_dict(dumper: yaml.SafeDumper, data: dict[Any, Any]) -> yaml.Node:
+    flow = _depth(data) <= 2
+    return dumper.represent_mapping("tag:yaml.org,2002:map", data, flow_style=flow)
+
+
+_Dumper.add_representer(list, _represent_list)
+_Dumper.add_representer(dict, _represent_dict)
+
+
+def dump_policy_yaml(policy: Policy) -> str:
+    """The policy as an author would write it (defaults left out, one-key rules, the
+    trigger's YAML form); :func:`load_policy_set` reads it back to an equal policy."""
+    data: dict[str, Any] = {}
+    dumped = policy.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+    for name in Policy.model_fields:
+        if name == "trigger":
+            data[name] = _trigger_yaml(policy)
+        elif name == "rules":
+            data[name] = [rule.to_yaml() for rule in policy.rules]
+        elif name == "active" and policy.active is not None:
+            window = {"from": policy.active.start, "until": policy.active.until}
+            data[name] = {k: _moment(v) for k, v in window.items() if v is not None}
+        elif name == "priority":
+            data[name] = policy.priority
+        elif name in dumped:
+            data[name] = dumped[name]
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=88)
+
+
+def _trigger_yaml(policy: Policy) -> dict[str, Any]:
+    trigger = policy.trigger
+    out: dict[str, Any]
+    if trigger.kind == "always":
+        out = {"always": True}
+    elif trigger.kind == "pattern":
+        out = {"pattern": [p.source() for p in trigger.patterns]}
+    else:
+        out = {trigger.kind: list(trigger.values)}
+    if trigger.consume:
+        out["consume"] = True
+    return out
+
+
+def _moment(value: datetime) -> date | datetime:
+    """A midnight-UTC instant as a plain date (``2026-12-01``), anything else as is."""
+    utc = value.astimezone(UTC)
+    return utc.date() if utc.time() == time(0) else utc

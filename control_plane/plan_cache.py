@@ -1,0 +1,66 @@
+"""Plan cache: compiled plans keyed by (policy-set version, normalised intent, cohorts,
+market, user). Dropped whole when the policy-set version changes. An entry also expires
+at the next active-window boundary of any policy in the set, so a campaign that starts
+at midnight is never hidden by a plan cached the evening before."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable
+from datetime import datetime
+from typing import Generic, TypeVar
+
+from control_plane.policy import PolicySet
+
+T = TypeVar("T")
+
+
+def next_boundary(policy_set: PolicySet, now: datetime) -> datetime | None:
+    """The earliest window start or end strictly after ``now`` (None: no boundary ahead)."""
+    edges = [
+        edge
+        for policy in policy_set.policies
+        if policy.active is not None
+        for edge in (policy.active.start, policy.active.until)
+        if edge is not None and edge > now
+    ]
+    return min(edges, default=None)
+
+
+class PlanCache(Generic[T]):
+    def __init__(self, max_entries: int) -> None:
+        self.max_entries = max_entries
+        self._entries: OrderedDict[Hashable, tuple[T, datetime | None]] = OrderedDict()
+        self._version: str | None = None
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, version: str, key: Hashable, now: datetime) -> T | None:
+        with self._lock:
+            if version != self._version:
+                self._entries.clear()
+                self._version = version
+            entry = self._entries.get(key)
+            if entry is None or (entry[1] is not None and now >= entry[1]):
+                self.misses += 1
+                return None
+            self._entries.move_to_end(key)
+            self.hits += 1
+            return entry[0]
+
+    def put(self, version: str, key: Hashable, value: T, expires: datetime | None) -> None:
+        if self.max_entries <= 0:
+            return
+        with self._lock:
+            if version != self._version:
+                self._entries.clear()
+                self._version = version
+            self._entries[key] = (value, expires)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.max_entries:
+                self._entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._entries)

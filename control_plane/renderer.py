@@ -1,0 +1,365 @@
+"""Render a plan into one search request body, through Jinja2 templates.
+
+``render(plan, profile, engine=..., tier=...)`` is pure: no engine client, no clock, no
+randomness, no I/O beyond loading the templates once. The same arguments always give the
+same dict, hence the same ``json.dumps(sort_keys=True)``.
+
+The query, outermost first::
+
+    bool                                   constraint envelope (constraints.json.j2)
+      filter:   guards, policy filters, category, price floor, price ceiling
+      must_not: guard exclusions, policy exclusions, hidden ids
+      must:     pins                       5 pinned_<engine>.json.j2        (if any pin)
+                  personalization          4 personalization.json.j2        (if history)
+                    economics              3 economics.json.j2              (unless both 0)
+                      governance scores    2 governance_score.json.j2       (if boosts)
+                        base query         1 base_query.json.j2
+
+Layers 1 to 4 are DESIGN section 7's, inner to outer. The hard constraints (the filter
+and must_not halves of governance) sit in one envelope *around* everything that scores,
+rather than inside it, for two reasons. Elasticsearch's ``pinned`` query returns its ids
+whether or not they match its organic query, so constraints nested under it would be
+bypassed by a pin; and with a single envelope the constraints exist exactly once, at a
+fixed path (``query.bool.filter`` / ``query.bool.must_not``), byte-identical across tiers,
+engines, pins and personalization. Filter and must_not clauses do not score, so the
+ranking is the one the layers describe; no scoring layer can add a product.
+
+Tiers change the base text clause only (``fulltext_match.json.j2``): strict needs every
+term (``cross_fields``, ``operator: and``), relaxed 60% of them (``minimum_should_match``),
+broad any term with typos (``best_fields``, ``fuzziness: AUTO``). Synonyms are
+alternative text clauses (any one must match); the title phrase only adds score.
+
+Economics multiplies the score by ``1 + ln(1 + m * margin) + ln(1 + p * popularity)``
+(``field_value_factor`` with ``factor`` = the plan's weight, ``modifier: ln1p``,
+``missing: 0``, summed with a constant ``weight: 1`` function, ``boost_mode: multiply``).
+For fields in [0, 1], weights 1.0 give 1x to 1 + 2 ln 2 ~ 2.4x and margin weight 3.0 up
+to ~3.1x; a wider field widens the range (ln1p of a popularity of 1000 is 6.9). A weight
+of 0 leaves its function out; both at 0 leave the layer out. Catalog margins must not be
+below 0 (the engines refuse a negative function score).
+
+Pins: Elasticsearch uses ``pinned`` (ids in order, the scored query as ``organic``).
+OpenSearch has no pinned query; the same semantics come from a ``bool`` whose ``should``
+holds one ``constant_score`` per pinned id (boost ``(count - position) * PIN_STEP``) and
+the scored query, ``minimum_should_match: 1``. On both engines a pinned product is shown
+first, in pin order, even when it does not match the text, but only if it passes every
+constraint: the pin layer sits inside the envelope, so a pinned id a guard, a filter or an
+exclusion removes never appears. Hidden ids are never pinned (hide beats pin) nor
+sponsored. Ids (pins, hides, sponsored, purchases) are document ``_id`` s, which the
+catalog loader sets to the profile's ``id`` field.
+
+Clause names (``_name``), which the engine reports per hit in ``matched_queries``:
+
+* a clause a policy adds is named ``<kind>:<policy id>`` (kinds in :data:`CLAUSE_KINDS`);
+  a constraint several policies produced is named after the first of its ``policies``
+  (the composer lists the winner first). The engine keeps one query per name, so a name
+  used twice in one request gets ``#2``, ``#3``... in rendering order, and every clause
+  stays individually reported. :func:`parse_clause_name` reads a name back.
+* sponsored products: a weight function whose ids filter is named
+  ``sponsored:<policy id>``; a hit is sponsored by that policy exactly when the name is in
+  its ``matched_queries``.
+* clauses without a policy: ``fulltext_match``, ``fulltext_synonym`` (``#2``... for the
+  second synonym on), ``title_phrase_match`` and ``hide`` (the plan does not say which
+  policy added a synonym or hid an id).
+
+Every value that comes from the request or the plan reaches the DSL through ``tojson``
+inside a template; templates render JSON text that is parsed and composed as dicts, so no
+text, however hostile, can change the structure of the query.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, get_args
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+
+from control_plane.plan import Constraint, Plan
+from control_plane.policy import Value
+
+if TYPE_CHECKING:
+    from control_plane.catalog.profile import CatalogProfile, WeightedField
+
+EngineKind = Literal["opensearch", "elasticsearch"]
+Tier = Literal["strict", "relaxed", "broad"]
+TIERS: Final[tuple[Tier, ...]] = get_args(Tier)
+ENGINES: Final[tuple[EngineKind, ...]] = get_args(EngineKind)
+
+ClauseKind = Literal[
+    "guard",
+    "guard_exclude",
+    "filter",
+    "category",
+    "price",
+    "exclude",
+    "boost",
+    "bury",
+    "sponsored",
+]
+CLAUSE_KINDS: Final[tuple[ClauseKind, ...]] = get_args(ClauseKind)
+
+#: Score step between two pinned positions on OpenSearch: far above any organic score.
+PIN_STEP: Final = 1_000_000.0
+#: Boost of the title phrase clause (``title_phrase_match``), which only adds score.
+TITLE_PHRASE_BOOST: Final = 2.0
+#: Buckets per terms facet.
+FACET_SIZE: Final = 20
+#: The engines' default ``index.max_result_window``: deeper pages are refused.
+MAX_RESULT_WINDOW: Final = 10_000
+
+TEMPLATES: Final = Environment(
+    loader=PackageLoader("control_plane", "templates"),
+    undefined=StrictUndefined,
+    autoescape=False,
+    keep_trailing_newline=False,
+)
+TEMPLATES.policies["json.dumps_kwargs"] = {"sort_keys": True, "allow_nan": False}
+
+
+class ClauseName(NamedTuple):
+    kind: str
+    policy: str
+
+
+def parse_clause_name(name: str) -> ClauseName | None:
+    """``"boost:vegan#2"`` -> ``ClauseName("boost", "vegan")``; None for other names."""
+    kind, sep, rest = name.partition(":")
+    if not sep or kind not in CLAUSE_KINDS:
+        return None
+    return ClauseName(kind, rest.partition("#")[0])
+
+
+class _Names:
+    """Allocates the request's clause names, unique within the request."""
+
+    def __init__(self) -> None:
+        self._used: dict[str, int] = {}
+
+    def __call__(self, kind: ClauseKind, policy: str) -> str:
+        return self.unique(f"{kind}:{policy}")
+
+    def unique(self, name: str) -> str:
+        count = self._used.get(name, 0) + 1
+        self._used[name] = count
+        return name if count == 1 else f"{name}#{count}"
+
+
+def _clause(template: str, **values: Any) -> dict[str, Any]:
+    text = TEMPLATES.get_template(template).render(**values)
+    parsed = json.loads(text)
+    if not isinstance(parsed, dict):
+        raise TypeError(f"template {template} rendered {type(parsed).__name__}, not an object")
+    return parsed
+
+
+def _finite(what: str, value: float, *, positive: bool = False) -> float:
+    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+        sign = "positive" if positive else "non-negative"
+        raise ValueError(f"{what} must be a finite, {sign} number, not {value!r}")
+    return value
+
+
+def render(
+    plan: Plan,
+    profile: CatalogProfile,
+    *,
+    engine: EngineKind,
+    tier: Tier,
+    personalization: Sequence[tuple[str, float]] = (),
+    page: int = 1,
+    size: int = 10,
+    facets: bool = True,
+) -> dict[str, Any]:
+    """The full search request body for ``plan`` at ``tier`` on ``engine``.
+
+    ``personalization`` holds (product id, weight) pairs, weights > 0 (1 is neutral).
+    Raises ValueError for an unknown engine or tier, a page below 1, a negative size,
+    a page past the engines' result window, or a weight that is not a finite number.
+    """
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; known: {', '.join(ENGINES)}")
+    if tier not in TIERS:
+        raise ValueError(f"unknown tier {tier!r}; known: {', '.join(TIERS)}")
+    if page < 1 or size < 0:
+        raise ValueError(f"page must be >= 1 and size >= 0 (page={page}, size={size})")
+    offset = (page - 1) * size
+    if offset + size > MAX_RESULT_WINDOW:
+        raise ValueError(f"page {page} of size {size} is past the {MAX_RESULT_WINDOW} hit window")
+
+    names = _Names()
+    filters, exclusions = _constraints(plan, profile, names)
+    query = _base_query(plan, profile, tier, names)
+    query = _governance_score(query, plan, names)
+    query = _economics(query, plan, profile)
+    query = _personalization(query, personalization)
+    query = _pins(query, plan, engine)
+    query = _clause("constraints.json.j2", filters=filters, exclusions=exclusions, query=query)
+    return _clause(
+        "search.json.j2",
+        query=query,
+        offset=offset,
+        size=size,
+        display=list(profile.display),
+        aggs=_facets(profile) if facets else None,
+    )
+
+
+# --- layer 1: base text ---------------------------------------------------------------
+
+
+def _weighted(fields: Sequence[WeightedField]) -> list[str]:
+    return [f"{f.field}^{_finite('a full-text field weight', float(f.weight))}" for f in fields]
+
+
+def _base_query(plan: Plan, profile: CatalogProfile, tier: Tier, names: _Names) -> dict[str, Any]:
+    if plan.route == "browse" or not plan.residual.strip():
+        return _clause("base_query.json.j2", matches=[], phrases=[])
+    fields = list(profile.fulltext)
+    if plan.route == "title":
+        fields = [f for f in fields if f.field.split(".")[0] == profile.title]
+    weighted = _weighted(fields) or [profile.title]
+    texts = [(plan.residual, "fulltext_match")]
+    texts += [(s, "fulltext_synonym") for s in plan.synonyms if s.strip()]
+    matches = [
+        _clause("fulltext_match.json.j2", text=t, fields=weighted, tier=tier, name=names.unique(n))
+        for t, n in texts
+    ]
+    phrase = _clause(
+        "title_phrase_match.json.j2",
+        field=profile.title_phrase,
+        text=plan.residual,
+        boost=TITLE_PHRASE_BOOST,
+    )
+    return _clause("base_query.json.j2", matches=matches, phrases=[phrase])
+
+
+# --- layer 2: governance --------------------------------------------------------------
+
+
+def _terms(
+    template: str, kind: ClauseKind, field: str, constraint: Constraint, names: _Names
+) -> dict[str, Any]:
+    if not constraint.policies:
+        raise ValueError(f"the {kind} constraint on {field!r} names no policy")
+    values: list[Value] = list(constraint.values)
+    return _clause(template, field=field, values=values, name=names(kind, constraint.policies[0]))
+
+
+def _constraints(
+    plan: Plan, profile: CatalogProfile, names: _Names
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    filters = [_terms("filter_terms.json.j2", "guard", c.field, c, names) for c in plan.guards]
+    filters += [_terms("filter_terms.json.j2", "filter", c.field, c, names) for c in plan.filters]
+    if plan.category is not None:
+        filters.append(
+            _terms("filter_terms.json.j2", "category", plan.category.field, plan.category, names)
+        )
+    for operator, bound in (("gte", plan.price.min), ("lte", plan.price.max)):
+        if bound is not None:
+            filters.append(
+                _clause(
+                    "price_range.json.j2",
+                    field=profile.price,
+                    operator=operator,
+                    value=_finite("a price bound", bound.value),
+                    name=names("price", bound.policy),
+                )
+            )
+    exclusions = [
+        _terms("exclude_terms.json.j2", "guard_exclude", c.field, c, names)
+        for c in plan.guard_exclusions
+    ]
+    exclusions += [
+        _terms("exclude_terms.json.j2", "exclude", c.field, c, names) for c in plan.exclusions
+    ]
+    hidden = sorted(set(plan.hides))
+    if hidden:
+        exclusions.append(_clause("hide_ids.json.j2", ids=hidden))
+    return filters, exclusions
+
+
+def _governance_score(query: dict[str, Any], plan: Plan, names: _Names) -> dict[str, Any]:
+    functions = [
+        _clause(
+            "boost_function.json.j2",
+            field=boost.field,
+            values=list(boost.values),
+            weight=_finite("a boost weight", boost.weight, positive=True),
+            name=names("boost" if boost.weight >= 1 else "bury", boost.policy),
+        )
+        for boost in plan.boosts
+    ]
+    hidden = set(plan.hides)
+    for sponsored in plan.sponsored:
+        ids = [i for i in dict.fromkeys(sponsored.ids) if i not in hidden]
+        if ids:
+            functions.append(
+                _clause(
+                    "sponsored_function.json.j2",
+                    ids=ids,
+                    weight=_finite("a sponsored weight", sponsored.weight, positive=True),
+                    name=names("sponsored", sponsored.policy),
+                )
+            )
+    if not functions:
+        return query
+    return _clause("governance_score.json.j2", query=query, functions=functions)
+
+
+# --- layers 3 and 4: economics and personalization ------------------------------------
+
+
+def _economics(query: dict[str, Any], plan: Plan, profile: CatalogProfile) -> dict[str, Any]:
+    signals = [
+        {"field": field, "weight": _finite(f"the {what} weight", weight.value) / scale}
+        for what, field, weight, scale in (
+            ("margin", profile.margin, plan.margin_weight, profile.margin_scale),
+            ("popularity", profile.popularity, plan.popularity_weight, profile.popularity_scale),
+        )
+        if weight.value != 0
+    ]
+    if not signals:
+        return query
+    return _clause("economics.json.j2", query=query, signals=signals)
+
+
+def _personalization(
+    query: dict[str, Any], personalization: Sequence[tuple[str, float]]
+) -> dict[str, Any]:
+    weights: dict[str, float] = {}
+    for product_id, weight in personalization:
+        _finite("a personalization weight", weight, positive=True)
+        weights[product_id] = max(weight, weights.get(product_id, weight))
+    if not weights:
+        return query
+    products = [{"id": i, "weight": weights[i]} for i in sorted(weights)]
+    return _clause("personalization.json.j2", query=query, products=products)
+
+
+# --- layer 5: pins ---------------------------------------------------------------------
+
+
+def _pins(query: dict[str, Any], plan: Plan, engine: EngineKind) -> dict[str, Any]:
+    hidden = set(plan.hides)
+    ids = [i for i in dict.fromkeys(plan.pins) if i not in hidden]
+    if not ids:
+        return query
+    if engine == "elasticsearch":
+        return _clause("pinned_elasticsearch.json.j2", query=query, ids=ids)
+    return _clause("pinned_opensearch.json.j2", query=query, ids=ids, step=PIN_STEP)
+
+
+# --- facets ----------------------------------------------------------------------------
+
+
+def _facets(profile: CatalogProfile) -> dict[str, Any]:
+    edges = [_finite("a price facet edge", float(e)) for e in profile.facets.price_ranges]
+    return _clause(
+        "facets.json.j2",
+        category_field=profile.facets.category,
+        brand_field=profile.facets.brand,
+        price_field=profile.price,
+        edges=edges,
+        size=FACET_SIZE,
+    )

@@ -1,0 +1,231 @@
+"""The governed search pipeline, wired: clean -> match (+ purchases, in parallel) ->
+compose -> render -> execute. Pure stages in the middle, engine I/O at the ends.
+
+One request works on one snapshot: the concrete policies index the live alias pointed
+to when the request started, and the policy set stored in that index. A promotion that
+moves the alias mid-request is seen by the next request, never half by this one.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from control_plane import matcher, personalization, policy_store
+from control_plane.catalog.profile import CatalogProfile
+from control_plane.catalog.stats import CategoryStats, stats_from_json
+from control_plane.composer import ComposeContext, compose
+from control_plane.config import Settings
+from control_plane.engine import Engine, EngineError
+from control_plane.executor import Execution, execute
+from control_plane.plan import Composition
+from control_plane.plan_cache import PlanCache, next_boundary
+from control_plane.policy import Policy, PolicySet
+from control_plane.renderer import Tier, render
+
+PURCHASES_INDEX = "govsearch-user-purchases"
+IDENTIFIER = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,63}$"
+
+Clock = Callable[[], datetime]
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class SearchRequest(BaseModel):
+    """What a chatbot or site backend asks. Bounded in every dimension."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    intent: str = Field(min_length=1, max_length=512)
+    user_id: str | None = Field(default=None, pattern=IDENTIFIER)
+    cohorts: tuple[str, ...] = Field(default=(), max_length=10)
+    market: str | None = Field(default=None, pattern=r"^[a-z]{2}$")
+    page: int = Field(default=1, ge=1, le=100)
+    size: int = Field(default=10, ge=1, le=50)
+    explain: bool = False
+
+    @field_validator("cohorts")
+    @classmethod
+    def _cohorts(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        import re
+
+        for cohort in value:
+            if not re.match(IDENTIFIER, cohort):
+                raise ValueError(f"invalid cohort {cohort!r}")
+        return tuple(sorted(set(value)))
+
+    @field_validator("intent")
+    @classmethod
+    def _intent(cls, value: str) -> str:
+        if not matcher.clean_intent(value):
+            raise ValueError("intent is empty once control characters and spaces are removed")
+        return value
+
+
+class NoLivePolicySet(EngineError):
+    """No policy set is published for the environment: nothing may be served."""
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """A request compiled against one policy-set version: the plan, not yet executed."""
+
+    policy_set_version: str
+    policies_index: str
+    intent: str
+    composition: Composition
+    personalization: tuple[tuple[str, float], ...]
+    cached: bool = False
+
+
+@dataclass(frozen=True)
+class Outcome:
+    compiled: Compiled
+    execution: Execution
+    latency_ms: Mapping[str, float] = field(default_factory=dict)
+
+
+class Catalog:
+    """The live catalog: its alias, and the price statistics stored with its index."""
+
+    def __init__(self, engine: Engine, profile: CatalogProfile) -> None:
+        self.engine = engine
+        self.profile = profile
+        self._stats: dict[str, dict[str, CategoryStats]] = {}
+        self._lock = threading.Lock()
+
+    def stats(self) -> dict[str, CategoryStats]:
+        targets = self.engine.alias_targets(self.profile.alias)
+        if not targets:
+            raise EngineError(f"catalog alias {self.profile.alias} points to no index: load the catalog first")
+        index = targets[0]
+        with self._lock:
+            if index not in self._stats:
+                mapping = self.engine.request("GET", f"/{index}/_mapping")
+                meta = mapping[index]["mappings"].get("_meta", {}).get("govsearch", {})
+                self._stats = {index: stats_from_json(json.dumps(meta.get("price_stats", {})))}
+            return self._stats[index]
+
+
+class SearchService:
+    def __init__(
+        self,
+        settings: Settings,
+        engine: Engine,
+        profile: CatalogProfile,
+        *,
+        env: str = "live",
+        clock: Clock = utcnow,
+    ) -> None:
+        self.settings = settings
+        self.engine = engine
+        self.profile = profile
+        self.env = env
+        self.clock = clock
+        self.catalog = Catalog(engine, profile)
+        self.cache: PlanCache[Compiled] = PlanCache(settings.search.plan_cache_size)
+        self._sets: dict[str, tuple[policy_store.LivePolicySet, dict[str, Policy]]] = {}
+        self._sets_lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="govsearch")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False)
+
+    # --- snapshot -----------------------------------------------------------------
+
+    def snapshot(self) -> tuple[policy_store.LivePolicySet, dict[str, Policy]]:
+        """The policies index the environment's alias points to now, with its set."""
+        prefix = self.settings.policies.index_prefix
+        targets = self.engine.alias_targets(policy_store.alias_name(prefix, self.env))
+        if not targets:
+            raise NoLivePolicySet(f"no policy set is published to '{self.env}'")
+        index = targets[0]
+        with self._sets_lock:
+            if index not in self._sets:
+                live = policy_store.read_index(self.engine, index)
+                self._sets = {index: (live, {p.id: p for p in live.policy_set.policies})}
+            return self._sets[index]
+
+    # --- pipeline -----------------------------------------------------------------
+
+    def compile(self, request: SearchRequest, now: datetime | None = None) -> Compiled:
+        now = now or self.clock()
+        live, by_id = self.snapshot()
+        intent = matcher.clean_intent(request.intent)
+        key = (intent.casefold(), request.cohorts, request.market, request.user_id)
+        version = live.policy_set.version
+        cached = self.cache.get(version, key, now)
+        if cached is not None:
+            return Compiled(**{**cached.__dict__, "cached": True})
+        purchases = (
+            self._pool.submit(personalization.lookup_purchases, self.engine, PURCHASES_INDEX, request.user_id)
+            if request.user_id
+            else None
+        )
+        matches = matcher.match(self.engine, live.index, intent, by_id, cohorts=request.cohorts, now=now)
+        composition = compose(live.policy_set, intent, matches, self._context(request))
+        boosts = personalization.purchase_boosts(purchases.result() if purchases else [], now)
+        compiled = Compiled(
+            policy_set_version=version,
+            policies_index=live.index,
+            intent=intent,
+            composition=composition,
+            personalization=boosts,
+        )
+        self.cache.put(version, key, compiled, next_boundary(live.policy_set, now))
+        return compiled
+
+    def _context(self, request: SearchRequest) -> ComposeContext:
+        return ComposeContext(
+            cohorts=request.cohorts,
+            market=request.market,
+            category_field=self.profile.category,
+            price_stats=self.catalog.stats(),
+        )
+
+    def render(self, compiled: Compiled, request: SearchRequest, tier: Tier) -> dict[str, Any]:
+        return render(
+            compiled.composition.plan,
+            self.profile,
+            engine=self.engine.kind,
+            tier=tier,
+            personalization=compiled.personalization,
+            page=request.page,
+            size=request.size,
+        )
+
+    def search(self, request: SearchRequest, now: datetime | None = None) -> Outcome:
+        started = time.perf_counter()
+        compiled = self.compile(request, now)
+        compiled_at = time.perf_counter()
+        execution = execute(
+            self.engine,
+            self.profile.alias,
+            compiled.composition.plan,
+            lambda tier: self.render(compiled, request, tier),
+            min_hits=self.settings.search.min_hits,
+        )
+        done = time.perf_counter()
+        return Outcome(
+            compiled=compiled,
+            execution=execution,
+            latency_ms={
+                "compile": round((compiled_at - started) * 1000, 3),
+                "execute": round((done - compiled_at) * 1000, 3),
+                "total": round((done - started) * 1000, 3),
+            },
+        )
+
+
+def policy_set_of(service: SearchService) -> PolicySet:
+    return service.snapshot()[0].policy_set
