@@ -16,20 +16,12 @@ import yaml
 from control_plane import policy_store
 from control_plane.catalog.profile import CatalogProfile, load_profile
 from control_plane.catalog_loader import LoadReport, load_catalog, load_purchases
-from control_plane.config import Settings
+from control_plane.config import Settings, project_path
 from control_plane.engine import Engine
 from control_plane.loader import load_policy_set
 from control_plane.service import PURCHASES_INDEX
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def resolve(path: str | Path) -> Path:
-    """A configured path, relative to the working directory or else to the project root."""
-    candidate = Path(path)
-    if candidate.is_absolute() or candidate.exists():
-        return candidate
-    return ROOT / candidate
+resolve = project_path
 
 
 @dataclass(frozen=True)
@@ -44,7 +36,9 @@ def profile_of(settings: Settings) -> CatalogProfile:
     return load_profile(resolve(settings.catalog.profile))
 
 
-def publish_policies(engine: Engine, settings: Settings, directory: str | Path, env: str = "live") -> tuple[str, str]:
+def publish_policies(
+    engine: Engine, settings: Settings, directory: str | Path, env: str = "live"
+) -> tuple[str, str]:
     policy_set = load_policy_set(resolve(directory))
     index = policy_store.publish(engine, settings.policies.index_prefix, policy_set, env)
     return index, policy_set.version
@@ -59,8 +53,14 @@ def read_personas(path: Path) -> list[dict[str, Any]]:
             last = purchase["last_purchased"]
             if isinstance(last, (date, datetime)):
                 last = last.isoformat()
-            rows.append({"user_id": persona["id"], "product_id": str(purchase["product_id"]),
-                         "count": int(purchase["count"]), "last_purchased": last})
+            rows.append(
+                {
+                    "user_id": persona["id"],
+                    "product_id": str(purchase["product_id"]),
+                    "count": int(purchase["count"]),
+                    "last_purchased": last,
+                }
+            )
     return rows
 
 
@@ -68,5 +68,9 @@ def prepare(engine: Engine, settings: Settings) -> Ready:
     profile = profile_of(settings)
     report = load_catalog(engine, profile, resolve(settings.catalog.file))
     index, version = publish_policies(engine, settings, settings.policies.dir)
-    purchases = load_purchases(engine, PURCHASES_INDEX, read_personas(resolve("data/personas.yaml")))
-    return Ready(catalog=report, policies_index=index, policy_set_version=version, purchases=purchases)
+    purchases = load_purchases(
+        engine, PURCHASES_INDEX, read_personas(resolve("data/personas.yaml"))
+    )
+    return Ready(
+        catalog=report, policies_index=index, policy_set_version=version, purchases=purchases
+    )

@@ -18,6 +18,7 @@ from typing import Any
 
 from control_plane.catalog.profile import CatalogProfile
 from control_plane.catalog.stats import category_price_stats, stats_to_json
+from control_plane.config import project_path
 from control_plane.engine import Engine, EngineError
 from control_plane.policy_store import point_alias
 
@@ -61,7 +62,9 @@ def parse_ndjson(path: Path, profile: CatalogProfile) -> list[dict[str, Any]]:
                 problems.append(f"{path}:{number}: missing or non-string '{profile.id}'")
                 continue
             if product_id in seen:
-                problems.append(f"{path}:{number}: duplicate id {product_id!r} (first on line {seen[product_id]})")
+                problems.append(
+                    f"{path}:{number}: duplicate id {product_id!r} (first on line {seen[product_id]})"
+                )
                 continue
             seen[product_id] = number
             products.append(product)
@@ -90,11 +93,19 @@ def load_catalog(engine: Engine, profile: CatalogProfile, path: Path) -> LoadRep
         count = engine.request("GET", f"/{index}/_count")["count"]
         if count != len(products):
             raise EngineError(f"{index} holds {count} documents, expected {len(products)}")
-        engine.request("PUT", f"/{index}/_mapping", body={"_meta": {"govsearch": {
-            "source_sha256": digest,
-            "documents": len(products),
-            "price_stats": json.loads(stats_to_json(stats)),
-        }}})
+        engine.request(
+            "PUT",
+            f"/{index}/_mapping",
+            body={
+                "_meta": {
+                    "govsearch": {
+                        "source_sha256": digest,
+                        "documents": len(products),
+                        "price_stats": json.loads(stats_to_json(stats)),
+                    }
+                }
+            },
+        )
     except Exception:
         engine.delete_index(index)
         raise
@@ -108,21 +119,27 @@ def _complete(engine: Engine, index: str, expected: int) -> bool:
     return bool(meta.get("documents") == expected)
 
 
-def _bulk(engine: Engine, index: str, profile: CatalogProfile, products: list[dict[str, Any]]) -> None:
+def _bulk(
+    engine: Engine, index: str, profile: CatalogProfile, products: list[dict[str, Any]]
+) -> None:
     problems: list[str] = []
     for start in range(0, len(products), BATCH):
-        batch = products[start:start + BATCH]
+        batch = products[start : start + BATCH]
         result = engine.bulk(_operations(index, profile, batch))
         if result.get("errors"):
             for offset, item in enumerate(result["items"]):
                 error = item["index"].get("error")
                 if error:
-                    problems.append(f"product {batch[offset][profile.id]!r}: {error.get('type')}: {error.get('reason')}")
+                    problems.append(
+                        f"product {batch[offset][profile.id]!r}: {error.get('type')}: {error.get('reason')}"
+                    )
     if problems:
         raise CatalogLoadError(problems)
 
 
-def _operations(index: str, profile: CatalogProfile, batch: list[dict[str, Any]]) -> Iterable[dict[str, Any]]:
+def _operations(
+    index: str, profile: CatalogProfile, batch: list[dict[str, Any]]
+) -> Iterable[dict[str, Any]]:
     for product in batch:
         yield {"index": {"_index": index, "_id": product[profile.id]}}
         yield product
@@ -130,12 +147,14 @@ def _operations(index: str, profile: CatalogProfile, batch: list[dict[str, Any]]
 
 def load_purchases(engine: Engine, index: str, purchases: list[dict[str, Any]]) -> int:
     """Replace the user purchases index with ``purchases`` (user_id, product_id, count, last_purchased)."""
-    mapping_file = Path(__file__).resolve().parent.parent / "mappings" / "user_purchases.json"
+    mapping_file = project_path("mappings/user_purchases.json")
     engine.delete_index(index)
     engine.create_index(index, json.loads(mapping_file.read_text(encoding="utf-8")))
     operations: list[dict[str, Any]] = []
     for row in purchases:
-        operations.append({"index": {"_index": index, "_id": f"{row['user_id']}:{row['product_id']}"}})
+        operations.append(
+            {"index": {"_index": index, "_id": f"{row['user_id']}:{row['product_id']}"}}
+        )
         operations.append(row)
     if operations:
         result = engine.bulk(operations, refresh=True)

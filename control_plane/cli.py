@@ -6,10 +6,12 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
 from control_plane import local_engine
+from control_plane.audit.cli import add_audit_commands
 from control_plane.config import Settings, load_settings
 
 Command = Callable[[argparse.Namespace, Settings], int]
@@ -49,8 +51,12 @@ def cmd_engine_status(args: argparse.Namespace, settings: Settings) -> int:
     state = local_engine.read_state(_data_dir(args, settings))
     url = args.url or (state.url if state else settings.engine.url)
     health = local_engine.probe(url)
-    report = {"url": url, "up": health is not None, "status": (health or {}).get("status"),
-              "pid": state.pid if state else None}
+    report = {
+        "url": url,
+        "up": health is not None,
+        "status": (health or {}).get("status"),
+        "pid": state.pid if state else None,
+    }
     if args.json:
         _print_json(report)
     else:
@@ -83,19 +89,29 @@ def cmd_load_catalog(args: argparse.Namespace, settings: Settings) -> int:
 
     profile = load_profile(resolve(args.profile or settings.catalog.profile))
     try:
-        report = load_catalog(_engine(settings), profile, resolve(args.file or settings.catalog.file))
+        report = load_catalog(
+            _engine(settings), profile, resolve(args.file or settings.catalog.file)
+        )
     except CatalogLoadError as error:
         raise CliError(str(error)) from error
-    print(f"{report.documents} products in {report.index} ({'reused' if report.reused else 'new'}),"
-          f" alias {report.alias} moved; price statistics for {report.categories} categories")
+    print(
+        f"{report.documents} products in {report.index} ({'reused' if report.reused else 'new'}),"
+        f" alias {report.alias} moved; price statistics for {report.categories} categories"
+    )
     return 0
 
 
 def _request(args: argparse.Namespace) -> Any:
     from control_plane.service import SearchRequest
 
-    return SearchRequest(intent=args.intent, cohorts=tuple(args.cohort or ()), market=args.market,
-                         user_id=args.user, size=getattr(args, "size", 10), explain=True)
+    return SearchRequest(
+        intent=args.intent,
+        cohorts=tuple(args.cohort or ()),
+        market=args.market,
+        user_id=args.user,
+        size=getattr(args, "size", 10),
+        explain=True,
+    )
 
 
 def _service(args: argparse.Namespace, settings: Settings, env: str = "live") -> Any:
@@ -110,12 +126,12 @@ def _service(args: argparse.Namespace, settings: Settings, env: str = "live") ->
 
 
 def _now(args: argparse.Namespace) -> Any:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     if not args.now:
         return None
     moment = datetime.fromisoformat(args.now)
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def cmd_compile(args: argparse.Namespace, settings: Settings) -> int:
@@ -135,7 +151,9 @@ def cmd_compile(args: argparse.Namespace, settings: Settings) -> int:
         _print_json(result)
     else:
         explanation = result["explanation"]
-        print(f"policy set {compiled.policy_set_version[:12]}  residual: {explanation['residual']!r}")
+        print(
+            f"policy set {compiled.policy_set_version[:12]}  residual: {explanation['residual']!r}"
+        )
         for step in explanation["applied"]:
             print(f"  applied  {step['policy_id']}")
         for skipped in explanation["skipped"]:
@@ -153,8 +171,10 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         _print_json(response.model_dump(exclude_none=True))
     else:
-        print(f"{response.status} tier={response.tier} total={response.total}"
-              f" policy_set={response.policy_set_version[:12]}")
+        print(
+            f"{response.status} tier={response.tier} total={response.total}"
+            f" policy_set={response.policy_set_version[:12]}"
+        )
         for hit in response.hits:
             print(f"  {hit.id:>16}  {hit.price!s:>7}  {hit.title}  [{', '.join(hit.policies)}]")
     return 0 if response.status == "ok" else 3
@@ -166,14 +186,21 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     from control_plane.api import create_app
 
     app = create_app(_service(args, settings))
-    uvicorn.run(app, host=args.host or settings.api.host, port=args.port or settings.api.port, log_level="info")
+    uvicorn.run(
+        app,
+        host=args.host or settings.api.host,
+        port=args.port or settings.api.port,
+        log_level="info",
+    )
     return 0
 
 
 def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     from control_plane import demo
 
-    return demo.run(settings, host=args.host or settings.api.host, port=args.port or settings.api.port)
+    return demo.run(
+        settings, host=args.host or settings.api.host, port=args.port or settings.api.port
+    )
 
 
 def cmd_policy_check(args: argparse.Namespace, settings: Settings) -> int:
@@ -196,7 +223,9 @@ def cmd_policy_publish(args: argparse.Namespace, settings: Settings) -> int:
     from control_plane.errors import PolicyLoadError
 
     try:
-        index, version = publish_policies(_engine(settings), settings, args.dir or settings.policies.dir, args.env)
+        index, version = publish_policies(
+            _engine(settings), settings, args.dir or settings.policies.dir, args.env
+        )
     except PolicyLoadError as error:
         for problem in error.errors:
             print(problem, file=sys.stderr)
@@ -216,12 +245,16 @@ def _add_request_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_search_commands(commands: Any) -> None:
-    load = commands.add_parser("load-catalog", help="bulk-load a catalog into a new index and move its alias")
+    load = commands.add_parser(
+        "load-catalog", help="bulk-load a catalog into a new index and move its alias"
+    )
     load.add_argument("--profile", help="catalog profile YAML (default: configuration)")
     load.add_argument("--file", help="products, one JSON object per line (default: configuration)")
     load.set_defaults(run=cmd_load_catalog)
 
-    compile_ = commands.add_parser("compile", help="match, compose and render an intent without running it")
+    compile_ = commands.add_parser(
+        "compile", help="match, compose and render an intent without running it"
+    )
     _add_request_arguments(compile_)
     compile_.set_defaults(run=cmd_compile)
 
@@ -235,17 +268,23 @@ def add_search_commands(commands: Any) -> None:
     serve.add_argument("--port", type=int)
     serve.set_defaults(run=cmd_serve, policies=None)
 
-    demo = commands.add_parser("demo", help="start the engine, load the demo data and serve the API")
+    demo = commands.add_parser(
+        "demo", help="start the engine, load the demo data and serve the API"
+    )
     demo.add_argument("--host")
     demo.add_argument("--port", type=int)
     demo.set_defaults(run=cmd_demo)
 
     policy = commands.add_parser("policy", help="policy sets: check, publish")
     actions = policy.add_subparsers(dest="policy_command", required=True, metavar="ACTION")
-    check = actions.add_parser("check", help="load and validate a policy directory; list every error")
+    check = actions.add_parser(
+        "check", help="load and validate a policy directory; list every error"
+    )
     check.add_argument("dir", nargs="?", help="policy directory (default: configuration)")
     check.set_defaults(run=cmd_policy_check)
-    publish = actions.add_parser("publish", help="write a policy directory to the engine and point an environment at it")
+    publish = actions.add_parser(
+        "publish", help="write a policy directory to the engine and point an environment at it"
+    )
     publish.add_argument("dir", nargs="?")
     publish.add_argument("--env", default="live", choices=["live", "staging"])
     publish.set_defaults(run=cmd_policy_publish)
@@ -264,11 +303,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     engine = commands.add_parser("engine", help="manage the embedded local OpenSearch node")
     engine_commands = engine.add_subparsers(dest="engine_command", required=True, metavar="ACTION")
-    start = engine_commands.add_parser("start", help="start the node in the background and wait until healthy")
+    start = engine_commands.add_parser(
+        "start", help="start the node in the background and wait until healthy"
+    )
     start.add_argument("--port", type=int, help="HTTP port (default 9200; transport uses port+100)")
-    start.add_argument("--data-dir", help="where the node keeps data and logs (default .govsearch/engine)")
+    start.add_argument(
+        "--data-dir", help="where the node keeps data and logs (default .govsearch/engine)"
+    )
     start.add_argument("--heap", help="JVM heap, e.g. 512m (default)")
-    start.add_argument("--timeout", type=float, help="seconds to wait for a healthy cluster (default 180)")
+    start.add_argument(
+        "--timeout", type=float, help="seconds to wait for a healthy cluster (default 180)"
+    )
     start.set_defaults(run=cmd_engine_start)
     status = engine_commands.add_parser("status", help="exit 0 only when the engine answers")
     status.add_argument("--url", help="engine URL (default: the started node, else configuration)")
@@ -280,6 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
     stop.set_defaults(run=cmd_engine_stop)
 
     add_search_commands(commands)
+    add_audit_commands(commands)
     return parser
 
 

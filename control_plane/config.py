@@ -66,6 +66,26 @@ class LlmSettings(Section):
     timeout_s: float = 10.0
 
 
+class AuditSettings(Section):
+    """Decision records (see ``docs/audit.md``): where they go and what they keep."""
+
+    sink: Literal["jsonl", "engine"] = "jsonl"
+    path: str = ".govsearch/audit/decisions.jsonl"
+    """the JSONL sink's decisions file; outcome events go to ``events.jsonl`` beside it"""
+    index: str = "govsearch-audit"
+    store_raw_intent: bool = True
+    """False: records keep the intent's sha256 and a redacted form, never the text"""
+    instance_id: str | None = None
+    """this writer's chain id (default: the host name); distinct per process"""
+    retry_buffer: int = Field(default=10_000, ge=1)
+
+
+class TelemetrySettings(Section):
+    otlp_endpoint: str | None = None
+    """OTLP/HTTP traces endpoint, e.g. http://collector:4318/v1/traces; None: no export"""
+    service_name: str = "govsearch"
+
+
 class Settings(Section):
     engine: EngineSettings = EngineSettings()
     catalog: CatalogSettings = CatalogSettings()
@@ -73,6 +93,8 @@ class Settings(Section):
     search: SearchSettings = SearchSettings()
     api: ApiSettings = ApiSettings()
     llm: LlmSettings = LlmSettings()
+    audit: AuditSettings = AuditSettings()
+    telemetry: TelemetrySettings = TelemetrySettings()
 
 
 #: environment variable -> (section, key)
@@ -87,10 +109,17 @@ ENV_OVERRIDES: dict[str, tuple[str, str]] = {
     "GOVSEARCH_LLM_MODEL": ("llm", "model"),
     "GOVSEARCH_LLM_API_KEY": ("llm", "api_key"),
     "GOVSEARCH_LLM_TIMEOUT": ("llm", "timeout_s"),
+    "GOVSEARCH_AUDIT_SINK": ("audit", "sink"),
+    "GOVSEARCH_AUDIT_PATH": ("audit", "path"),
+    "GOVSEARCH_AUDIT_STORE_RAW_INTENT": ("audit", "store_raw_intent"),
+    "GOVSEARCH_AUDIT_INSTANCE_ID": ("audit", "instance_id"),
+    "GOVSEARCH_OTLP_ENDPOINT": ("telemetry", "otlp_endpoint"),
 }
 
 
-def load_settings(path: str | Path | None = None, environ: dict[str, str] | None = None) -> Settings:
+def load_settings(
+    path: str | Path | None = None, environ: dict[str, str] | None = None
+) -> Settings:
     environ = dict(os.environ if environ is None else environ)
     candidate = path or environ.get("GOVSEARCH_CONFIG") or "govsearch.yaml"
     data: dict[str, Any] = {}
@@ -106,3 +135,15 @@ def load_settings(path: str | Path | None = None, environ: dict[str, str] | None
         if environ.get(variable):
             data.setdefault(section, {})[key] = environ[variable]
     return Settings.model_validate(data)
+
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def project_path(path: str | Path) -> Path:
+    """A project file (mappings, policies, data): as given when it exists (absolute, or
+    relative to the working directory), else relative to the source checkout."""
+    candidate = Path(path)
+    if candidate.is_absolute() or candidate.exists():
+        return candidate
+    return PROJECT_ROOT / candidate

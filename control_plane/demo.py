@@ -31,9 +31,15 @@ def run(settings: Settings, host: str, port: int) -> int:
     if local_engine.probe(url) is None:
         local = settings.engine.local
         print(f"starting the local engine on port {local.port} ...", flush=True)
-        url = local_engine.start(port=local.port, data_dir=Path(local.data_dir), heap=local.heap,
-                                 timeout_s=local.start_timeout_s).url
-        settings = settings.model_copy(update={"engine": settings.engine.model_copy(update={"url": url})})
+        url = local_engine.start(
+            port=local.port,
+            data_dir=Path(local.data_dir),
+            heap=local.heap,
+            timeout_s=local.start_timeout_s,
+        ).url
+        settings = settings.model_copy(
+            update={"engine": settings.engine.model_copy(update={"url": url})}
+        )
     engine = connect(settings.engine)
     ready = prepare(engine, settings)
     print(f"catalog: {ready.catalog.documents} products in {ready.catalog.index}")
@@ -42,7 +48,9 @@ def run(settings: Settings, host: str, port: int) -> int:
     print(f"\nAPI on http://{host}:{port}  (OpenAPI: http://{host}:{port}/docs)\nTry:")
     for intent, extra in EXAMPLES:
         body = json.dumps({"intent": intent, **extra}, ensure_ascii=False)
-        print(f"  curl -s http://{host}:{port}/v1/search -H 'content-type: application/json' -d '{body}'")
+        print(
+            f"  curl -s http://{host}:{port}/v1/search -H 'content-type: application/json' -d '{body}'"
+        )
     print(flush=True)
     app = create_app(SearchService(settings, engine, profile_of(settings)))
     uvicorn.run(app, host=host, port=port, log_level="warning")

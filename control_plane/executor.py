@@ -84,7 +84,13 @@ def execute(
     if total == 0:
         tried = ", ".join(run.tier for run in runs)
         return Execution(
-            status="no_results", tier=None, total=0, hits=(), facets={}, dsl=body, runs=tuple(runs),
+            status="no_results",
+            tier=None,
+            total=0,
+            hits=(),
+            facets={},
+            dsl=body,
+            runs=tuple(runs),
             reason=f"no product satisfies the policy constraints and the text in any tier ({tried})",
         )
     return Execution(

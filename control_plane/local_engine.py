@@ -6,6 +6,7 @@ are kept in ``DATA_DIR/engine.json`` so ``stop`` stops exactly the process ``sta
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -21,7 +22,9 @@ from typing import Any
 
 MAIN_CLASS = "dev.govsearch.engine.LocalNode"
 PROJECT_DIR = Path(
-    os.environ.get("GOVSEARCH_LOCAL_ENGINE_DIR", Path(__file__).resolve().parent.parent / "local_engine")
+    os.environ.get(
+        "GOVSEARCH_LOCAL_ENGINE_DIR", Path(__file__).resolve().parent.parent / "local_engine"
+    )
 )
 
 
@@ -118,16 +121,30 @@ def start(
     if state and _alive(state.pid) and probe(state.url):
         return state
     if shutil.which("java") is None:
-        raise LocalEngineError("Java is not installed: the local engine needs Java 17 (apt-get install openjdk-17-jre-headless)")
+        raise LocalEngineError(
+            "Java is not installed: the local engine needs Java 17 (apt-get install openjdk-17-jre-headless)"
+        )
     if _port_taken(port):
-        raise LocalEngineError(f"port {port} is already in use on 127.0.0.1: stop what holds it or pass --port")
+        raise LocalEngineError(
+            f"port {port} is already in use on 127.0.0.1: stop what holds it or pass --port"
+        )
     classpath = build_classpath()
     (data_dir / "logs").mkdir(parents=True, exist_ok=True)
     log = data_dir / "logs" / "node.out"
     with open(log, "ab") as out:
         process = subprocess.Popen(
-            ["java", f"-Xms{heap}", f"-Xmx{heap}", "-XX:+UseSerialGC", "-cp", classpath,
-             MAIN_CLASS, str(data_dir), str(port), str(port + 100)],
+            [
+                "java",
+                f"-Xms{heap}",
+                f"-Xmx{heap}",
+                "-XX:+UseSerialGC",
+                "-cp",
+                classpath,
+                MAIN_CLASS,
+                str(data_dir),
+                str(port),
+                str(port + 100),
+            ],
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -141,13 +158,17 @@ def start(
         if process.poll() is not None:
             _STARTED.pop(process.pid, None)
             _state_file(data_dir).unlink(missing_ok=True)
-            raise LocalEngineError(f"the local engine exited with code {process.returncode}; see {log}")
+            raise LocalEngineError(
+                f"the local engine exited with code {process.returncode}; see {log}"
+            )
         health = probe(url, timeout_s=1.0)
         if health and health.get("status") in ("green", "yellow"):
             return state
         time.sleep(0.5)
     stop(data_dir)
-    raise LocalEngineError(f"the local engine did not become healthy within {timeout_s:.0f}s; see {log}")
+    raise LocalEngineError(
+        f"the local engine did not become healthy within {timeout_s:g}s; see {log}"
+    )
 
 
 def stop(data_dir: Path = Path(".govsearch/engine"), timeout_s: float = 30.0) -> NodeState | None:
@@ -175,7 +196,5 @@ def _reap(pid: int) -> None:
         if process.poll() is not None:
             del _STARTED[pid]
         return
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass

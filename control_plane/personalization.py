@@ -22,7 +22,9 @@ MAX_EXTRA = 3.5
 MAX_PRODUCTS = 100
 
 
-def purchase_boosts(purchases: Sequence[Mapping[str, Any]], now: datetime) -> tuple[tuple[str, float], ...]:
+def purchase_boosts(
+    purchases: Sequence[Mapping[str, Any]], now: datetime
+) -> tuple[tuple[str, float], ...]:
     """Pure: purchase rows (product_id, count, last_purchased) -> (product id, boost), sorted by id."""
     raw: dict[str, float] = {}
     for row in purchases:
@@ -48,7 +50,10 @@ def lookup_purchases(engine: Engine, index: str, user_id: str) -> list[dict[str,
         return []
     response = engine.search(
         index,
-        {"size": MAX_PRODUCTS, "query": {"term": {"user_id": user_id}},
-         "sort": [{"count": "desc"}, {"product_id": "asc"}]},
+        {
+            "size": MAX_PRODUCTS,
+            "query": {"term": {"user_id": user_id}},
+            "sort": [{"count": "desc"}, {"product_id": "asc"}],
+        },
     )
     return [hit["_source"] for hit in response["hits"]["hits"]]

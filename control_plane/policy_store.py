@@ -11,20 +11,19 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
+from control_plane.config import project_path
 from control_plane.engine import Engine, EngineError
 from control_plane.matcher import percolator_document
 from control_plane.policy import PolicySet
 
-MAPPING_FILE = Path(__file__).resolve().parent.parent / "mappings" / "policies.json"
 META_ID = "__policy_set__"
 
 
 @lru_cache(maxsize=1)
 def policies_mapping() -> dict[str, Any]:
-    mapping: dict[str, Any] = json.loads(MAPPING_FILE.read_text(encoding="utf-8"))
+    mapping: dict[str, Any] = json.loads(project_path("mappings/policies.json").read_text(encoding="utf-8"))
     return mapping
 
 

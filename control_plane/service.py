@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -34,11 +34,14 @@ from control_plane.renderer import Tier, render
 PURCHASES_INDEX = "govsearch-user-purchases"
 IDENTIFIER = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,63}$"
 
+if TYPE_CHECKING:
+    from control_plane.audit.recorder import Recorder
+
 Clock = Callable[[], datetime]
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class SearchRequest(BaseModel):
@@ -89,10 +92,25 @@ class Compiled:
 
 
 @dataclass(frozen=True)
+class StageTiming:
+    """One stage of one request: ``perf_counter_ns`` start and end (for spans)."""
+
+    name: str
+    start_ns: int
+    end_ns: int
+
+    @property
+    def ms(self) -> float:
+        return round((self.end_ns - self.start_ns) / 1e6, 3)
+
+
+@dataclass(frozen=True)
 class Outcome:
     compiled: Compiled
     execution: Execution
     latency_ms: Mapping[str, float] = field(default_factory=dict)
+    stages: tuple[StageTiming, ...] = ()
+    """percolate, purchases, compose, render.<tier>, tier.<tier>, in start order"""
 
 
 class Catalog:
@@ -107,7 +125,9 @@ class Catalog:
     def stats(self) -> dict[str, CategoryStats]:
         targets = self.engine.alias_targets(self.profile.alias)
         if not targets:
-            raise EngineError(f"catalog alias {self.profile.alias} points to no index: load the catalog first")
+            raise EngineError(
+                f"catalog alias {self.profile.alias} points to no index: load the catalog first"
+            )
         index = targets[0]
         with self._lock:
             if index not in self._stats:
@@ -126,8 +146,11 @@ class SearchService:
         *,
         env: str = "live",
         clock: Clock = utcnow,
+        recorder: Recorder | None = None,
     ) -> None:
         self.settings = settings
+        self.recorder = recorder
+        """the audit recorder requests through this service are written to (the API's)"""
         self.engine = engine
         self.profile = profile
         self.env = env
@@ -159,6 +182,9 @@ class SearchService:
     # --- pipeline -----------------------------------------------------------------
 
     def compile(self, request: SearchRequest, now: datetime | None = None) -> Compiled:
+        return self._compile(request, now, [])
+
+    def _compile(self, request: SearchRequest, now: datetime | None, stages: list[StageTiming]) -> Compiled:
         now = now or self.clock()
         live, by_id = self.snapshot()
         intent = matcher.clean_intent(request.intent)
@@ -168,11 +194,15 @@ class SearchService:
         if cached is not None:
             return Compiled(**{**cached.__dict__, "cached": True})
         purchases = (
-            self._pool.submit(personalization.lookup_purchases, self.engine, PURCHASES_INDEX, request.user_id)
+            self._pool.submit(
+                personalization.lookup_purchases, self.engine, PURCHASES_INDEX, request.user_id
+            )
             if request.user_id
             else None
         )
-        matches = matcher.match(self.engine, live.index, intent, by_id, cohorts=request.cohorts, now=now)
+        matches = matcher.match(
+            self.engine, live.index, intent, by_id, cohorts=request.cohorts, now=now
+        )
         composition = compose(live.policy_set, intent, matches, self._context(request))
         boosts = personalization.purchase_boosts(purchases.result() if purchases else [], now)
         compiled = Compiled(
@@ -205,26 +235,56 @@ class SearchService:
         )
 
     def search(self, request: SearchRequest, now: datetime | None = None) -> Outcome:
+        stages: list[StageTiming] = []
         started = time.perf_counter()
-        compiled = self.compile(request, now)
+        compiled = self._compile(request, now, stages)
         compiled_at = time.perf_counter()
+
+        def render_tier(tier: Tier) -> dict[str, Any]:
+            return _timed(stages, f"render.{tier}", self.render, compiled, request, tier)
+
         execution = execute(
             self.engine,
             self.profile.alias,
             compiled.composition.plan,
-            lambda tier: self.render(compiled, request, tier),
+            render_tier,
             min_hits=self.settings.search.min_hits,
         )
         done = time.perf_counter()
+        stages.extend(_tier_timings(stages, execution))
+        latency = {
+            "compile": round((compiled_at - started) * 1000, 3),
+            "execute": round((done - compiled_at) * 1000, 3),
+            "total": round((done - started) * 1000, 3),
+        }
+        latency.update({stage.name: stage.ms for stage in stages})
         return Outcome(
             compiled=compiled,
             execution=execution,
-            latency_ms={
-                "compile": round((compiled_at - started) * 1000, 3),
-                "execute": round((done - compiled_at) * 1000, 3),
-                "total": round((done - started) * 1000, 3),
-            },
+            latency_ms=latency,
+            stages=tuple(sorted(stages, key=lambda stage: stage.start_ns)),
         )
+
+
+def _timed(stages: list[StageTiming], name: str, run: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run one stage and note its timing (``list.append`` is atomic: safe from the pool)."""
+    start = time.perf_counter_ns()
+    try:
+        return run(*args, **kwargs)
+    finally:
+        stages.append(StageTiming(name, start, time.perf_counter_ns()))
+
+
+def _tier_timings(stages: list[StageTiming], execution: Execution) -> list[StageTiming]:
+    """Each tier's engine round trip, placed right after that tier's render."""
+    renders = {stage.name: stage for stage in stages if stage.name.startswith("render.")}
+    timings = []
+    for run in execution.runs:
+        render_stage = renders.get(f"render.{run.tier}")
+        if render_stage is not None:
+            start = render_stage.end_ns
+            timings.append(StageTiming(f"tier.{run.tier}", start, start + int(run.took_ms * 1e6)))
+    return timings
 
 
 def policy_set_of(service: SearchService) -> PolicySet:

@@ -39,7 +39,9 @@ def engine_url() -> Iterator[str]:
     if _docker_answers():
         from testcontainers.elasticsearch import ElasticSearchContainer
 
-        with ElasticSearchContainer("docker.elastic.co/elasticsearch/elasticsearch:8.15.3", mem_limit="1g") as es:
+        with ElasticSearchContainer(
+            "docker.elastic.co/elasticsearch/elasticsearch:8.15.3", mem_limit="1g"
+        ) as es:
             yield es.get_url()
         return
     url = f"http://127.0.0.1:{TEST_ENGINE_PORT}"

@@ -25,7 +25,9 @@ def explanation_of(outcome_or_compiled: Any, tier: str | None, dsl: Any) -> dict
     return explanation
 
 
-def search_response(rid: str, request: SearchRequest, outcome: Outcome, profile: Any) -> SearchResponse:
+def search_response(
+    rid: str, request: SearchRequest, outcome: Outcome, profile: Any
+) -> SearchResponse:
     execution = outcome.execution
     hits = [
         HitOut(
@@ -48,7 +50,9 @@ def search_response(rid: str, request: SearchRequest, outcome: Outcome, profile:
         hits=hits,
         facets=dict(execution.facets),
         reason=execution.reason,
-        explanation=explanation_of(outcome, execution.tier, execution.dsl) if request.explain else None,
+        explanation=explanation_of(outcome, execution.tier, execution.dsl)
+        if request.explain
+        else None,
     )
 
 
@@ -61,20 +65,26 @@ def create_app(service: SearchService) -> FastAPI:
     )
     app.state.service = service
     errors.install(app)
+    from control_plane.audit.router import install as install_audit  # lazy: import cycle
+    from control_plane.audit.router import recorded_search
+
     limit = service.settings.api.max_body_bytes
 
     @app.middleware("http")
-    async def body_limit(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+    async def body_limit(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
         errors.request_id(request)
         length = request.headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > limit):
-            return errors.error_response(request, 413, "request_too_large",
-                                         f"request bodies are limited to {limit} bytes")
+            return errors.error_response(
+                request, 413, "request_too_large", f"request bodies are limited to {limit} bytes"
+            )
         return await call_next(request)
 
     @app.post("/v1/search", response_model=SearchResponse, tags=["search"])
     async def search(body: SearchRequest, request: Request) -> SearchResponse:
-        outcome = await run_in_threadpool(service.search, body)
+        outcome = await recorded_search(request, body)  # service.search, with its decision record
         return search_response(errors.request_id(request), body, outcome, service.profile)
 
     @app.post("/v1/compile", response_model=CompileResponse, tags=["search"])
@@ -93,7 +103,9 @@ def create_app(service: SearchService) -> FastAPI:
     async def healthz() -> Health:
         return Health(status="ok")
 
-    @app.get("/readyz", response_model=Health, responses={503: {"model": Health}}, tags=["operations"])
+    @app.get(
+        "/readyz", response_model=Health, responses={503: {"model": Health}}, tags=["operations"]
+    )
     async def readyz() -> Any:
         checks: dict[str, str] = {}
         try:
@@ -105,7 +117,17 @@ def create_app(service: SearchService) -> FastAPI:
             checks["catalog"] = "ok"
         except EngineError as error:
             checks["error"] = str(error)
-            return JSONResponse(status_code=503, content=Health(status="unavailable", checks=checks).model_dump())
+            return JSONResponse(
+                status_code=503, content=Health(status="unavailable", checks=checks).model_dump()
+            )
+        checks["audit"] = await run_in_threadpool(app.state.recorder.status)
+        if checks["audit"] != "ok":  # records wait in the retry buffer: not ready
+            unavailable = Health(status="unavailable", checks=checks)
+            return JSONResponse(status_code=503, content=unavailable.model_dump())
         return Health(status="ok", checks=checks)
 
+    from agent_gateway.router import build_agent_router  # lazy: the agent gateway is an edge module
+
+    app.include_router(build_agent_router(service))
+    install_audit(app, service)  # audit routes, /metrics, recorder (last: outermost middleware)
     return app

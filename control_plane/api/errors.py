@@ -1,6 +1,6 @@
 """One JSON error shape for every 4xx and 5xx::
 
-    {"error": {"code": "engine_unavailable", "message": "...", "request_id": "...", "details": [...]}}
+{"error": {"code": "engine_unavailable", "message": "...", "request_id": "...", "details": [...]}}
 """
 
 from __future__ import annotations
@@ -32,14 +32,24 @@ class ErrorResponse(BaseModel):
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, code: str, message: str, details: list[dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self, status: int, code: str, message: str, details: list[dict[str, Any]] | None = None
+    ) -> None:
         super().__init__(message)
         self.status, self.code, self.message, self.details = status, code, message, details or []
 
 
-HTTP_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
-              405: "method_not_allowed", 413: "request_too_large", 415: "unsupported_media_type",
-              422: "invalid_request", 429: "rate_limited"}
+HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "request_too_large",
+    415: "unsupported_media_type",
+    422: "invalid_request",
+    429: "rate_limited",
+}
 
 
 def request_id(request: Request) -> str:
@@ -49,10 +59,18 @@ def request_id(request: Request) -> str:
     return str(rid)
 
 
-def error_response(request: Request, status: int, code: str, message: str,
-                   details: list[dict[str, Any]] | None = None) -> JSONResponse:
-    body = ErrorResponse(error=ErrorBody(code=code, message=message, request_id=request_id(request),
-                                         details=details or []))
+def error_response(
+    request: Request,
+    status: int,
+    code: str,
+    message: str,
+    details: list[dict[str, Any]] | None = None,
+) -> JSONResponse:
+    body = ErrorResponse(
+        error=ErrorBody(
+            code=code, message=message, request_id=request_id(request), details=details or []
+        )
+    )
     return JSONResponse(status_code=status, content=body.model_dump())
 
 
@@ -63,9 +81,13 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
-        details = [{"location": ".".join(str(p) for p in e.get("loc", ())), "message": e.get("msg", "")}
-                   for e in error.errors()]
-        return error_response(request, 422, "invalid_request", "the request does not match the schema", details)
+        details = [
+            {"location": ".".join(str(p) for p in e.get("loc", ())), "message": e.get("msg", "")}
+            for e in error.errors()
+        ]
+        return error_response(
+            request, 422, "invalid_request", "the request does not match the schema", details
+        )
 
     @app.exception_handler(HTTPException)
     async def _http(request: Request, error: HTTPException) -> JSONResponse:
@@ -74,14 +96,24 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(EngineError)
     async def _engine(request: Request, error: EngineError) -> JSONResponse:
-        code = ("engine_timeout" if isinstance(error, EngineTimeout)
-                else "engine_unavailable" if isinstance(error, EngineUnavailable)
-                else "engine_error")
+        code = (
+            "engine_timeout"
+            if isinstance(error, EngineTimeout)
+            else "engine_unavailable"
+            if isinstance(error, EngineUnavailable)
+            else "engine_error"
+        )
         log.warning("engine failure, failing closed: %s", error)
-        return error_response(request, 503, code,
-                              f"the search engine failed; no ungoverned results are served: {error}")
+        return error_response(
+            request,
+            503,
+            code,
+            f"the search engine failed; no ungoverned results are served: {error}",
+        )
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, error: Exception) -> JSONResponse:
         log.exception("unexpected error")
-        return error_response(request, 500, "internal_error", f"{type(error).__name__}: internal error")
+        return error_response(
+            request, 500, "internal_error", f"{type(error).__name__}: internal error"
+        )

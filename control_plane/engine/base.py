@@ -123,7 +123,9 @@ class Engine(ABC):
             raise
         return result
 
-    def bulk(self, operations: Iterable[Mapping[str, Any]], *, refresh: bool = False) -> dict[str, Any]:
+    def bulk(
+        self, operations: Iterable[Mapping[str, Any]], *, refresh: bool = False
+    ) -> dict[str, Any]:
         """Send NDJSON bulk operations (action and source lines, in order)."""
         payload = "".join(json.dumps(op, ensure_ascii=False) + "\n" for op in operations)
         params = {"refresh": "true"} if refresh else None

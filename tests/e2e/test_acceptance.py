@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -12,11 +12,13 @@ from control_plane.service import Outcome, SearchRequest, SearchService
 
 pytestmark = pytest.mark.engine
 
-BEFORE_CAMPAIGN = datetime(2026, 11, 15, 12, tzinfo=timezone.utc)
-DURING_CAMPAIGN = datetime(2026, 12, 10, 12, tzinfo=timezone.utc)
+BEFORE_CAMPAIGN = datetime(2026, 11, 15, 12, tzinfo=UTC)
+DURING_CAMPAIGN = datetime(2026, 12, 10, 12, tzinfo=UTC)
 
 
-def search(service: SearchService, intent: str, now: datetime = BEFORE_CAMPAIGN, **extra: Any) -> Outcome:
+def search(
+    service: SearchService, intent: str, now: datetime = BEFORE_CAMPAIGN, **extra: Any
+) -> Outcome:
     extra.setdefault("size", 50)
     return service.search(SearchRequest(intent=intent, **extra), now)
 
@@ -27,7 +29,9 @@ def sources(outcome: Outcome) -> list[dict[str, Any]]:
 
 def categories(engine: Engine, service: SearchService, ids: list[str]) -> dict[str, list[str]]:
     """Full documents (not just display fields) for the hits, read back from the catalog."""
-    found = engine.search(service.profile.alias, {"size": len(ids), "query": {"ids": {"values": ids}}})
+    found = engine.search(
+        service.profile.alias, {"size": len(ids), "query": {"ids": {"values": ids}}}
+    )
     return {h["_id"]: h["_source"][service.profile.category] for h in found["hits"]["hits"]}
 
 
@@ -42,14 +46,18 @@ def test_oranges_returns_oranges_only(engine: Engine, service: SearchService) ->
     assert all("Oranges" in path for path in paths.values())
     assert not any({"Orange juices", "Marmalades", "Sodas"} & set(path) for path in paths.values())
     # The words alone would find juice and soda: the exact policy is what keeps them out.
-    unfiltered = engine.search(service.profile.alias, {"size": 100, "query": {"match": {"title": "orange"}}})
+    unfiltered = engine.search(
+        service.profile.alias, {"size": 100, "query": {"match": {"title": "orange"}}}
+    )
     unfiltered_paths = [h["_source"][service.profile.category] for h in unfiltered["hits"]["hits"]]
     assert any({"Orange juices", "Sodas", "Marmalades"} & set(p) for p in unfiltered_paths)
     assert "oranges" in applied(search(service, "Oranges"))
     assert "oranges" not in applied(search(service, "orange juice"))
 
 
-@pytest.mark.parametrize("intent", ["chocolate without peanuts", "chocolat sans arachide", "chocolat sans cacahuètes"])
+@pytest.mark.parametrize(
+    "intent", ["chocolate without peanuts", "chocolat sans arachide", "chocolat sans cacahuètes"]
+)
 def test_without_peanuts_excludes_the_allergen(service: SearchService, intent: str) -> None:
     outcome = search(service, intent)
     assert outcome.execution.status == "ok"
@@ -79,7 +87,7 @@ def test_cheap_chocolate_during_the_campaign_is_overridden(service: SearchServic
     outcome = search(service, "cheap chocolate", DURING_CAMPAIGN)
     plan = outcome.compiled.composition.plan
     guards = {p.id for p in service.snapshot()[0].policy_set.policies if p.kind == "guard"}
-    assert [pid for pid in applied(outcome) if pid not in guards][0] == "christmas-chocolate"
+    assert next(pid for pid in applied(outcome) if pid not in guards) == "christmas-chocolate"
     assert plan.category is not None and plan.category.values == ("Christmas chocolates",)
     assert plan.price.max is not None and plan.price.max.value <= 15
     assert outcome.execution.total >= 1
@@ -123,10 +131,14 @@ def test_vegan_cohort_gets_a_soft_boost(service: SearchService) -> None:
     assert "vegan-shoppers" not in applied(search(service, "chocolate"))
 
 
-def test_strict_miss_is_served_by_a_later_tier_with_every_constraint(service: SearchService) -> None:
+def test_strict_miss_is_served_by_a_later_tier_with_every_constraint(
+    service: SearchService,
+) -> None:
     strict_body = service.render(
         service.compile(SearchRequest(intent="chocolate zzyzx"), BEFORE_CAMPAIGN),
-        SearchRequest(intent="chocolate zzyzx"), "strict")
+        SearchRequest(intent="chocolate zzyzx"),
+        "strict",
+    )
     outcome = search(service, "chocolate zzyzx")
     assert outcome.execution.runs[0].tier == "strict" and outcome.execution.runs[0].total == 0
     assert outcome.execution.tier in ("relaxed", "broad") and outcome.execution.total >= 1
@@ -143,13 +155,24 @@ def test_nothing_servable_says_so(service: SearchService) -> None:
     assert "no product" in (outcome.execution.reason or "")
 
 
-INTENTS = ["oranges", "cheap chocolate", "chocolat sans arachide", "baby formula", "clearance",
-           "chocolate under 5", "soda", "", "chocolate zzyzx"]
+INTENTS = [
+    "oranges",
+    "cheap chocolate",
+    "chocolat sans arachide",
+    "baby formula",
+    "clearance",
+    "chocolate under 5",
+    "soda",
+    "",
+    "chocolate zzyzx",
+]
 
 
 @pytest.mark.parametrize("intent", [i for i in INTENTS if i])
 @pytest.mark.parametrize("tier", ["strict", "relaxed", "broad"])
-def test_every_dsl_is_accepted_by_the_engine(engine: Engine, service: SearchService, intent: str, tier: str) -> None:
+def test_every_dsl_is_accepted_by_the_engine(
+    engine: Engine, service: SearchService, intent: str, tier: str
+) -> None:
     request = SearchRequest(intent=intent, user_id="alice", cohorts=("vegan",))
     body = service.render(service.compile(request, DURING_CAMPAIGN), request, tier)  # type: ignore[arg-type]
     valid, reason = engine.validate_query(service.profile.alias, body["query"])
@@ -160,9 +183,13 @@ def test_same_request_same_dsl_bytes(service: SearchService) -> None:
     import json
 
     request = SearchRequest(intent="cheap chocolate", cohorts=("vegan",), user_id="alice")
-    uncached = SearchService(service.settings.model_copy(update={
-        "search": service.settings.search.model_copy(update={"plan_cache_size": 0})}),
-        service.engine, service.profile)
+    uncached = SearchService(
+        service.settings.model_copy(
+            update={"search": service.settings.search.model_copy(update={"plan_cache_size": 0})}
+        ),
+        service.engine,
+        service.profile,
+    )
     first = uncached.render(uncached.compile(request, DURING_CAMPAIGN), request, "strict")
     second = uncached.render(uncached.compile(request, DURING_CAMPAIGN), request, "strict")
     assert not uncached.compile(request, DURING_CAMPAIGN).cached

@@ -1,0 +1,140 @@
+"""The HTTP API over the real engine: shapes, one error shape, limits, failing closed."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from control_plane.api import create_app
+from control_plane.config import EngineSettings
+from control_plane.engine import connect
+from control_plane.service import SearchService
+
+pytestmark = pytest.mark.engine
+
+
+@pytest.fixture(scope="module")
+def client(service: SearchService) -> TestClient:
+    return TestClient(create_app(service))
+
+
+def assert_error_shape(body: dict[str, Any], code: str) -> None:
+    assert set(body) == {"error"}
+    assert set(body["error"]) == {"code", "message", "request_id", "details"}
+    assert body["error"]["code"] == code and body["error"]["message"]
+
+
+def test_search_answers_the_documented_shape(client: TestClient) -> None:
+    response = client.post("/v1/search", json={"intent": "chocolat sans arachide", "size": 5})
+    assert response.status_code == 200
+    body = response.json()
+    assert {"request_id", "policy_set_version", "status", "tier", "total", "hits", "facets"} <= set(body)
+    assert body["status"] == "ok" and body["tier"] == "strict" and len(body["hits"]) == 5
+    hit = body["hits"][0]
+    assert set(hit) == {"id", "title", "brand", "price", "score", "sponsored", "policies"}
+    # Guard clauses match every hit; the engine reports them per hit, by policy id.
+    assert {"in-stock-only", "visible-only"} <= set(hit["policies"])
+    assert {"category", "brand", "price"} <= set(body["facets"])
+    assert "explanation" not in body or body["explanation"] is None
+
+
+def test_explain_returns_the_explanation_and_dsl(client: TestClient) -> None:
+    body = client.post("/v1/search", json={"intent": "cheap chocolate", "explain": True}).json()
+    explanation = body["explanation"]
+    assert explanation["residual"] == "chocolate"
+    assert explanation["policy_set_version"] == body["policy_set_version"]
+    assert {step["policy_id"] for step in explanation["applied"]} >= {"cheap", "chocolate"}
+    assert explanation["dsl"]["query"]["bool"]["filter"]
+
+
+def test_sponsored_hits_are_labelled(client: TestClient) -> None:
+    body = client.post("/v1/search", json={"intent": "dark chocolate", "size": 50}).json()
+    sponsored = [hit for hit in body["hits"] if hit["sponsored"]]
+    assert sponsored and all("sponsored-dark-chocolate" in hit["policies"] for hit in sponsored)
+    assert any(not hit["sponsored"] for hit in body["hits"])
+
+
+def test_compile_returns_plan_dsl_and_explanation_without_running(client: TestClient) -> None:
+    body = client.post("/v1/compile", json={"intent": "oranges"}).json()
+    assert set(body) == {"request_id", "policy_set_version", "plan", "dsl", "explanation"}
+    assert body["plan"]["category"]["values"] == ["Oranges"]
+    assert json.dumps(body["dsl"]).count("category:oranges") == 1
+
+
+@pytest.mark.parametrize(
+    ("payload", "where"),
+    [
+        ({}, "body.intent"),
+        ({"intent": ""}, "body.intent"),
+        ({"intent": "x" * 513}, "body.intent"),
+        ({"intent": "\u0000\u0001 "}, "body.intent"),
+        ({"intent": "chocolate", "size": 500}, "body.size"),
+        ({"intent": "chocolate", "page": 0}, "body.page"),
+        ({"intent": "chocolate", "market": "FRANCE"}, "body.market"),
+        ({"intent": "chocolate", "cohorts": ["bad cohort!"]}, "body.cohorts"),
+        ({"intent": "chocolate", "unknown": 1}, "body.unknown"),
+    ],
+)
+def test_bad_requests_get_a_422_in_the_one_error_shape(client: TestClient, payload: dict[str, Any], where: str) -> None:
+    response = client.post("/v1/search", json=payload)
+    assert response.status_code == 422
+    body = response.json()
+    assert_error_shape(body, "invalid_request")
+    assert any(detail["location"].startswith(where) for detail in body["error"]["details"])
+
+
+def test_oversized_and_malformed_bodies(client: TestClient) -> None:
+    big = client.post("/v1/search", content=b'{"intent": "' + b"a" * 20_000 + b'"}',
+                      headers={"content-type": "application/json"})
+    assert big.status_code == 413
+    assert_error_shape(big.json(), "request_too_large")
+    broken = client.post("/v1/search", content=b"{not json", headers={"content-type": "application/json"})
+    assert broken.status_code == 422
+    assert_error_shape(broken.json(), "invalid_request")
+    missing = client.get("/v1/nothing-here")
+    assert missing.status_code == 404
+    assert_error_shape(missing.json(), "not_found")
+    wrong_method = client.get("/v1/search")
+    assert wrong_method.status_code == 405
+    assert_error_shape(wrong_method.json(), "method_not_allowed")
+
+
+def test_health_and_readiness(client: TestClient) -> None:
+    assert client.get("/healthz").json() == {"status": "ok", "checks": {}}
+    ready = client.get("/readyz")
+    assert ready.status_code == 200 and ready.json()["checks"]["engine"] == "ok"
+
+
+def test_engine_down_fails_closed_with_503(service: SearchService) -> None:
+    dead = connect(EngineSettings(url="http://127.0.0.1:9", kind=service.engine.kind, timeout_s=1))
+    down = TestClient(create_app(SearchService(service.settings, dead, service.profile)))
+    response = down.post("/v1/search", json={"intent": "chocolate"})
+    assert response.status_code == 503
+    assert_error_shape(response.json(), "engine_unavailable")
+    assert "hits" not in response.text
+    assert down.get("/readyz").status_code == 503
+
+
+def test_missing_policy_set_fails_closed(service: SearchService) -> None:
+    settings = service.settings.model_copy(update={
+        "policies": service.settings.policies.model_copy(update={"index_prefix": "gstest-nothing-published"})})
+    empty = TestClient(create_app(SearchService(settings, service.engine, service.profile)))
+    response = empty.post("/v1/search", json={"intent": "chocolate"})
+    assert response.status_code == 503
+    assert "no policy set" in response.json()["error"]["message"]
+
+
+def test_plan_cache_serves_repeats_and_drops_on_version_change(service: SearchService) -> None:
+    from control_plane.service import SearchRequest
+
+    fresh = SearchService(service.settings, service.engine, service.profile)
+    request = SearchRequest(intent="Cheap  Chocolate")
+    first = fresh.compile(request)
+    again = fresh.compile(SearchRequest(intent="cheap chocolate"))
+    assert not first.cached and again.cached
+    assert again.composition == first.composition
+    fresh.cache.get("another-version", ("x",), fresh.clock())  # a new version empties the cache
+    assert len(fresh.cache) == 0
