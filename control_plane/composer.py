@@ -4,16 +4,18 @@
 pure: no engine, no clock, no randomness, no I/O. The same arguments give a byte-identical
 ``composition.model_dump_json()``, whatever order the matches arrive in. This docstring is
 the specification; ``tests/composer/cases/*.yaml`` are its worked examples. Helpers live in
-:mod:`control_plane.composer_fields` (one function per plan field) and
-:mod:`control_plane.composer_captures` (captures, vocabularies, context values).
+:mod:`control_plane.composer_captures` (captures, vocabularies, context values),
+:mod:`control_plane.composer_fields` (one function per plan field),
+:mod:`control_plane.composer_price` (price bounds) and :mod:`control_plane.composer_state`
+(the frozen working state and the wording of precedence).
 
 1. Inputs
 ---------
 ``matches`` is what the matcher found: at most one match per policy, each with the spans of
 the intent it matched (``[start, end)`` character offsets) and, for patterns, the captured
-words. A second match for one policy, a match for a policy the set does not hold, or a
-span outside the intent raises ``ValueError``: the matcher and the policy set disagree, and
-no plan is better than a wrong one.
+words. A second match for one policy, a match for a policy the set does not hold, or an
+empty span or one outside the intent raises ``ValueError``: the matcher and the policy set
+disagree, and no plan is better than a wrong one.
 
 Every enabled guard of the set that has no ``active`` window is composed even when the
 matcher did not return it: guards are security trimming, and a plan never loses one because
@@ -97,6 +99,13 @@ the vocabulary used (None when the words are used as written) and the values it 
 
 6. Conflicts, field by field
 ----------------------------
+Rule kinds write these plan fields: ``filter`` -> ``filters`` (``guards`` for a guard),
+``exclude`` -> ``exclusions`` (``guard_exclusions`` for a guard), ``category`` ->
+``category``, ``price`` -> ``price``, ``boost`` and ``bury`` -> ``boosts``, ``pin`` ->
+``pins``, ``hide`` -> ``hides``, ``sponsored`` -> ``sponsored``, ``synonyms`` ->
+``synonyms``, ``rewrite`` -> ``residual``, ``route`` -> ``route``, ``economics`` ->
+``margin_weight`` and ``popularity_weight``.
+
 Each rule meets what higher-precedence policies already put on its field. Cooperative
 strategies (``merge``, ``intersect``, ``most_restrictive``, ``accumulate``, unions)
 combine with it. ``override`` is "highest priority wins": a policy that overrides a field
@@ -113,14 +122,15 @@ and ignoring its rule would silently drop what the shopper asked for.
 ========================  ============================================================
 plan field                strategies (default first)
 ========================  ============================================================
-``category``              ``override``: sets the category if none is set, and holds
-                          it; with a category already set (not held), intersects.
-                          ``merge``: union. ``intersect``: the common values. Merge
-                          and intersect lose against a held category.
-``filters`` (per field)   ``intersect``: the common values; ``override``: as category.
-                          An empty intersection never happens: the later rule loses and
-                          the earlier values stand (contradictory filters are a review
-                          finding, not a zero-result plan).
+``category``              ``override``: the first rule to set the category holds it;
+                          if a category is already set (not held), the override
+                          intersects with it, then holds it. ``merge``: union.
+                          ``intersect``: the common values. Merge and intersect lose
+                          against a held category. An intersection that would be
+                          empty loses instead and the earlier values stand
+                          (contradictory rules are a review finding, not a
+                          zero-result plan).
+``filters`` (per field)   ``intersect`` and ``override``, exactly as for category.
 ``exclusions``            union per field; never contested.
 ``price.min`` /           ``most_restrictive``: highest floor, lowest ceiling.
 ``price.max``             ``override``: holds the bound, even against a more
@@ -184,8 +194,13 @@ the ceiling after folding drops the bound of the lower-precedence policy.
   ``price.max``, ``boosts.<field>``, ``pins``, ``sponsored``, ``route``,
   ``margin_weight``, ``guards.<field>``...), the ``strategy`` that decided, the ``winner``,
   the ``losers`` (empty when nobody lost outright, e.g. an intersection) and a ``reason``
-  such as ``priority 90 > 60`` or ``most restrictive: 4.2 < 15.0``. Unions and
-  accumulations that drop nothing are not contests and are not recorded;
+  such as ``priority 90 > 60`` or ``most restrictive: 4.2 < 15.0``. The strategy is the
+  rule's own (``override``, ``merge``, ``intersect``, ``most_restrictive``) or one of
+  ``highest_priority`` (route, weights), ``relative`` (a percentile resolved, with the
+  statistics used), ``floor_below_ceiling``, ``hide_beats_pin``, ``hide_beats_sponsored``,
+  ``max_pins``, ``max_sponsored`` and ``guard`` (a policy filter met a guard on its
+  field). Unions and accumulations that drop nothing are not contests and are not
+  recorded;
 - ``residual``, ``captures``, ``policy_set_version`` and ``intent``.
 """
 
@@ -261,9 +276,7 @@ def compose(
         captures.extend(binding.mappings)
         if binding.problem is not None:
             skipped.append(
-                Skipped(
-                    policy_id=policy.id, code=binding.problem.code, reason=binding.problem.reason
-                )
+                Skipped(policy_id=policy.id, code=binding.problem.code, reason=binding.problem.reason)
             )
             continue
         before = state
@@ -316,17 +329,14 @@ def _turns(policy_set: PolicySet, intent: str, matches: Sequence[Match]) -> list
     for found in matches:
         if found.policy_id not in policies:
             raise ValueError(
-                f"match for '{found.policy_id}',"
-                f" which policy set {policy_set.version} does not hold"
+                f"match for '{found.policy_id}', which policy set {policy_set.version} does not hold"
             )
         if found.policy_id in by_id:
-            raise ValueError(
-                f"two matches for '{found.policy_id}': the matcher returns one per policy"
-            )
+            raise ValueError(f"two matches for '{found.policy_id}': the matcher returns one per policy")
         for span in (*found.spans, *(c.span for c in found.captures)):
             if not 0 <= span.start < span.end <= len(intent):
                 raise ValueError(
-                    f"span [{span.start}, {span.end}) of '{found.policy_id}' is outside the intent"
+                    f"span [{span.start}, {span.end}) of '{found.policy_id}' is empty or outside the intent"
                 )
         by_id[found.policy_id] = found
     for policy in policy_set.policies:
@@ -414,9 +424,7 @@ def _folded(text: str) -> tuple[str, list[int]]:
     chars: list[str] = []
     origin: list[int] = []
     for index, char in enumerate(text):
-        bare = "".join(
-            c for c in unicodedata.normalize("NFKD", char) if not unicodedata.combining(c)
-        )
+        bare = "".join(c for c in unicodedata.normalize("NFKD", char) if not unicodedata.combining(c))
         for folded in bare.casefold():
             chars.append(folded)
             origin.append(index)

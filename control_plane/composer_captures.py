@@ -174,10 +174,7 @@ def bind(
                 missing_context = True
                 continue
             if not from_context and name not in texts:
-                reason = (
-                    f"rule {index} ({rule.kind}) uses {{{name}}}"
-                    " but the match captured no words for it"
-                )
+                reason = f"rule {index} ({rule.kind}) uses {{{name}}} but the match captured no words for it"
                 return result(Problem("capture_missing", reason))
             sources = [market] if from_context and market is not None else texts[name]
             if isinstance(body, PriceRule):
@@ -186,9 +183,7 @@ def bind(
                     number = parse_price(text)
                     mapping(name, text, None, [] if number is None else [str(number)])
                     if number is None:
-                        return result(
-                            Problem("capture_unmapped", f"'{text}' ({{{name}}}) is not a price")
-                        )
+                        return result(Problem("capture_unmapped", f"'{text}' ({{{name}}}) is not a price"))
                     numbers.append(number)
                 prices[name] = tuple(numbers)
                 continue
@@ -214,9 +209,7 @@ def bind(
             bindings[name] = tuple(values)
         if missing_context:
             reason = f"rule {index} ({rule.kind}) uses {{market}} and the request has no market"
-            dropped.append(
-                DroppedRule(index=index, kind=rule.kind, code="context_missing", reason=reason)
-            )
+            dropped.append(DroppedRule(index=index, kind=rule.kind, code="context_missing", reason=reason))
             continue
         bodies.append(_substitute(body, bindings, prices))
     return result(None)

@@ -132,9 +132,7 @@ def _meet(
 
 
 def _category(state: State, actor: Actor, body: CategoryRule) -> State:
-    proposed = Constraint(
-        field=state.category_field, values=canonical(body.values), policies=(actor.id,)
-    )
+    proposed = Constraint(field=state.category_field, values=canonical(body.values), policies=(actor.id,))
     state, category = _meet(
         state, actor, "category", state.plan.category, proposed, body.strategy, "category"
     )
@@ -146,14 +144,11 @@ def _filter(state: State, actor: Actor, body: FilterRule) -> State:
     others = [c for c in state.plan.filters if c.field != body.field]
     current = next((c for c in state.plan.filters if c.field == body.field), None)
     proposed = Constraint(field=body.field, values=canonical(body.values), policies=(actor.id,))
-    state, merged = _meet(
-        state, actor, key, current, proposed, body.strategy, f"filter on '{body.field}'"
-    )
+    state, merged = _meet(state, actor, key, current, proposed, body.strategy, f"filter on '{body.field}'")
     for guard in (g for g in state.plan.guards if g.field == body.field):
         lift = "cannot lift it" if body.strategy == "override" else "does not replace it"
         reason = (
-            f"the guard on '{body.field}' stays in force: '{actor.id}' {lift},"
-            " its filter applies in addition"
+            f"the guard on '{body.field}' stays in force: '{actor.id}' {lift}, its filter applies in addition"
         )
         state = _guard_note(state, body.field, guard.policies[0], reason)
     return state.with_plan(filters=by_field([*others, *([merged] if merged else [])]))
@@ -174,9 +169,7 @@ def _exclude(state: State, actor: Actor, body: ExcludeRule) -> State:
 def _guard(state: State, actor: Actor, body: FilterRule | ExcludeRule) -> State:
     constraint = Constraint(field=body.field, values=canonical(body.values), policies=(actor.id,))
     if isinstance(body, ExcludeRule):
-        return state.with_plan(
-            guard_exclusions=by_field([*state.plan.guard_exclusions, constraint])
-        )
+        return state.with_plan(guard_exclusions=by_field([*state.plan.guard_exclusions, constraint]))
     for existing in (c for c in state.plan.filters if c.field == body.field):
         reason = (
             f"the guard on '{body.field}' stays in force: the filter of"
@@ -187,9 +180,7 @@ def _guard(state: State, actor: Actor, body: FilterRule | ExcludeRule) -> State:
 
 
 def _guard_note(state: State, field: str, guard: str, reason: str) -> State:
-    note = Resolution(
-        field=f"guards.{field}", strategy="guard", winner=guard, losers=(), reason=reason
-    )
+    note = Resolution(field=f"guards.{field}", strategy="guard", winner=guard, losers=(), reason=reason)
     return state.noted(note)
 
 
@@ -215,9 +206,7 @@ def _boost(state: State, actor: Actor, body: BoostRule | BuryRule) -> State:
             )
             state = state.record(key, "override", actor, [], reason)
         state = replace(state, holds=with_actor(state.holds, key, actor))
-    boost = Boost(
-        field=body.field, values=canonical(body.values), weight=body.weight, policy=actor.id
-    )
+    boost = Boost(field=body.field, values=canonical(body.values), weight=body.weight, policy=actor.id)
     return state.with_plan(boosts=(*state.plan.boosts, boost))
 
 
@@ -263,9 +252,7 @@ def _pin(state: State, actor: Actor, body: PinRule) -> State:
             continue
         elif len(pins) >= state.governance.max_pins:
             holder = pinned_by[pins[-1]] if pins else actor
-            reason = (
-                f"governance allows {state.governance.max_pins} pins: '{product}' is not pinned"
-            )
+            reason = f"governance allows {state.governance.max_pins} pins: '{product}' is not pinned"
             state = state.record("pins", "max_pins", holder, [actor], reason)
         else:
             pins.append(product)
@@ -280,17 +267,13 @@ def _hide(state: State, actor: Actor, body: HideRule) -> State:
     hidden = set(hidden_by)
     for product in (p for p in state.plan.pins if p in hidden):
         reason = f"'{product}' is hidden by '{hidden_by[product].id}': hide beats pin"
-        state = state.record(
-            "pins", "hide_beats_pin", hidden_by[product], [state.pinned_by[product]], reason
-        )
+        state = state.record("pins", "hide_beats_pin", hidden_by[product], [state.pinned_by[product]], reason)
     sponsored: list[Sponsored] = []
     for entry in state.plan.sponsored:
         for product in (p for p in entry.ids if p in hidden):
             reason = f"'{product}' is hidden by '{hidden_by[product].id}': hide beats sponsored"
             sponsor = state.actors[entry.policy]
-            state = state.record(
-                "sponsored", "hide_beats_sponsored", hidden_by[product], [sponsor], reason
-            )
+            state = state.record("sponsored", "hide_beats_sponsored", hidden_by[product], [sponsor], reason)
         ids = tuple(p for p in entry.ids if p not in hidden)
         if ids:
             sponsored.append(entry.model_copy(update={"ids": ids}))
@@ -313,7 +296,7 @@ def _sponsored(state: State, actor: Actor, body: SponsoredRule) -> State:
             continue
         elif len(taken) + len(ids) >= state.governance.max_sponsored:
             entries = state.plan.sponsored
-            holder = state.actors[entries[-1].policy] if entries else actor
+            holder = state.actors[entries[-1].policy] if entries and not ids else actor
             allowed = state.governance.max_sponsored
             reason = f"governance allows {allowed} sponsored products: '{product}' is not sponsored"
             state = state.record("sponsored", "max_sponsored", holder, [actor], reason)

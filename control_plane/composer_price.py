@@ -25,7 +25,7 @@ class StatsLike(Protocol):
     @property
     def count(self) -> int: ...
 
-    def percentile(self, p: float, /) -> float: ...
+    def percentile(self, p: int, /) -> float: ...
 
 
 def claim_price(state: State, actor: Actor, body: PriceRule) -> State:
@@ -77,8 +77,7 @@ def _fold(state: State, side: Side, claims: Sequence[PriceClaim]) -> tuple[State
             )
         elif claim.strategy == "override":
             note = (
-                " (an override cannot loosen a higher-precedence bound;"
-                f" '{claim.actor.id}' now holds {key})"
+                f" (an override cannot loosen a higher-precedence bound; '{claim.actor.id}' now holds {key})"
             )
         if _tighter(side, claim.value, best.value):
             reason = f"most restrictive: {claim.value} {sign} {best.value}{note}"
@@ -107,9 +106,7 @@ def finish_price(state: State, stats: Mapping[str, StatsLike]) -> State:
     state, low = _fold(state, "min", claims)
     state, high = _fold(state, "max", claims)
     if low is not None and high is not None and low.value > high.value:
-        keep, drop = sorted(
-            (state.actors[low.policy], state.actors[high.policy]), key=lambda a: a.rank
-        )
+        keep, drop = sorted((state.actors[low.policy], state.actors[high.policy]), key=lambda a: a.rank)
         reason = f"floor {low.value} is above ceiling {high.value}: {precedence(keep, drop)}"
         state = state.record("price", "floor_below_ceiling", keep, [drop], reason)
         if drop.id == low.policy and keep.id != drop.id:
@@ -119,9 +116,7 @@ def finish_price(state: State, stats: Mapping[str, StatsLike]) -> State:
     return state.with_plan(price=PriceBounds(min=low, max=high))
 
 
-def _percentile(
-    p: int, category: Constraint | None, stats: Mapping[str, StatsLike]
-) -> tuple[float, str]:
+def _percentile(p: int, category: Constraint | None, stats: Mapping[str, StatsLike]) -> tuple[float, str]:
     """The ``p``-th percentile for the final category, and how it was found."""
     names = [str(v) for v in category.values] if category is not None else []
     if not names:
@@ -148,7 +143,7 @@ def _stat(p: int, name: str, stats: Mapping[str, StatsLike]) -> float:
     if found is None:
         needed = f"the composer needs '{ALL_CATEGORIES}' at least"
         raise ValueError(f"no price statistics for '{name}': {needed}")
-    value = float(found.percentile(float(p)))
+    value = float(found.percentile(p))
     if not math.isfinite(value):
         raise ValueError(f"price statistics for '{name}' give p{p} = {value}")
     return value

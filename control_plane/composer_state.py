@@ -54,6 +54,8 @@ class PriceClaim:
 
 @dataclass(frozen=True)
 class State:
+    """The plan so far, and what the strategies remember about how it was built."""
+
     plan: Plan
     governance: Governance
     category_field: str
@@ -72,9 +74,7 @@ class State:
     def with_plan(self, **update: object) -> State:
         return replace(self, plan=self.plan.model_copy(update=update))
 
-    def record(
-        self, key: str, strategy: str, winner: Actor, losers: Sequence[Actor], reason: str
-    ) -> State:
+    def record(self, key: str, strategy: str, winner: Actor, losers: Sequence[Actor], reason: str) -> State:
         resolution = Resolution(
             field=key,
             strategy=strategy,

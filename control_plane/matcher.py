@@ -23,6 +23,7 @@ Trigger compilation:
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
@@ -46,17 +47,29 @@ HIGHLIGHT = {
 }
 #: words that end a capture (English and French conjunctions and prepositions)
 CAPTURE_STOPS = frozenset(
-    "and or but with for in at by et ou mais avec pour dans chez par".split()
+    ["and", "or", "but", "with", "for", "in", "at", "by", "et", "ou", "mais", "avec", "pour", "dans", "chez", "par"]
 )
-_WORD = re.compile(r"[^\s,;.!?()]+|[,;.!?()]")
+#: signs that belong to an amount ("$10", "10€", "5%")
+_AMOUNT_SIGNS = "$€£¥%"
+#: a word: letters, digits and amount signs, with inner apostrophes or hyphens and, between
+#: digits, decimal or thousands separators ("l'huile", "10.50", "1,000", "$10", "10€");
+#: combining accents stay inside a word; any other non-space character is punctuation and
+#: ends a capture
+_WORD = re.compile(
+    rf"(?:[^\W_]|[{_AMOUNT_SIGNS}])"
+    rf"(?:[^\W_]|[{_AMOUNT_SIGNS}\u0300-\u036f]|['\u2019-](?=[^\W_])|(?<=\d)[.,](?=\d))*|\S"
+)
+#: quotes that may open a capture: 'sans "arachide"' captures arachide
+_OPENING_QUOTES = frozenset("\"'\u201c\u2018\u00ab\u201e")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ue000-\uf8ff]")
 
 TokenCounter = Callable[[str], int]
 
 
 def clean_intent(intent: str) -> str:
-    """Control and private-use characters become spaces; runs of white space collapse; ends are trimmed."""
-    return " ".join(_CONTROL.sub(" ", intent).split())
+    """Accents are composed (NFC: the analyzer folds "é", not "e" + U+0301); control and
+    private-use characters become spaces; runs of white space collapse; ends are trimmed."""
+    return " ".join(_CONTROL.sub(" ", unicodedata.normalize("NFC", intent)).split())
 
 
 # --- compiling triggers ---------------------------------------------------------
@@ -197,7 +210,10 @@ def capture_after(intent: str, cue: Span, cues: Sequence[Span], name: str) -> Ca
     limit = min([c.start for c in cues if c.start >= cue.end] + [len(intent)])
     words: list[re.Match[str]] = []
     for word in _WORD.finditer(intent, cue.end, limit):
-        if word.group().casefold() in CAPTURE_STOPS or not word.group()[0].isalnum():
+        text = word.group()
+        if not words and text in _OPENING_QUOTES:
+            continue
+        if text.casefold() in CAPTURE_STOPS or not (text[0].isalnum() or text[0] in _AMOUNT_SIGNS):
             break
         words.append(word)
     if not words:

@@ -195,15 +195,30 @@ class SearchService:
             return Compiled(**{**cached.__dict__, "cached": True})
         purchases = (
             self._pool.submit(
-                personalization.lookup_purchases, self.engine, PURCHASES_INDEX, request.user_id
+                _timed,
+                stages,
+                "purchases",
+                personalization.lookup_purchases,
+                self.engine,
+                PURCHASES_INDEX,
+                request.user_id,
             )
             if request.user_id
             else None
         )
-        matches = matcher.match(
-            self.engine, live.index, intent, by_id, cohorts=request.cohorts, now=now
+        matches = _timed(
+            stages,
+            "percolate",
+            matcher.match,
+            self.engine,
+            live.index,
+            intent,
+            by_id,
+            cohorts=request.cohorts,
+            now=now,
         )
-        composition = compose(live.policy_set, intent, matches, self._context(request))
+        context = self._context(request)
+        composition = _timed(stages, "compose", compose, live.policy_set, intent, matches, context)
         boosts = personalization.purchase_boosts(purchases.result() if purchases else [], now)
         compiled = Compiled(
             policy_set_version=version,
@@ -241,7 +256,8 @@ class SearchService:
         compiled_at = time.perf_counter()
 
         def render_tier(tier: Tier) -> dict[str, Any]:
-            return _timed(stages, f"render.{tier}", self.render, compiled, request, tier)
+            body: dict[str, Any] = _timed(stages, f"render.{tier}", self.render, compiled, request, tier)
+            return body
 
         execution = execute(
             self.engine,

@@ -56,7 +56,7 @@ class FixedStats:
     percentiles: Mapping[int, float]
     count: int = 10
 
-    def percentile(self, p: float, /) -> float:
+    def percentile(self, p: int, /) -> float:
         return self.percentiles[int(p)]
 
 

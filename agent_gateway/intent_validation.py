@@ -1,0 +1,60 @@
+"""What an extracted intent may be: one short line of words, never structure.
+
+An intent that breaks a rule is refused with the rule's reason and never forwarded. The
+rules, in the order they are checked:
+
+- ``empty``: nothing left once trimmed (the message asked for no product);
+- ``too_long``: more than ``max_chars`` characters (120 by default);
+- ``multiline``: a line break or another control character;
+- ``structure``: braces, brackets, angle brackets, backticks or a JSON-looking ``"key":``;
+- ``field_syntax``: ``word:value`` query-string syntax (``brand:acme``, ``price:<3``);
+- ``operators``: upper-case ``AND``/``OR``/``NOT``, ``&&``, ``||``;
+- ``url``: ``http://``, ``https://`` or ``www.``;
+- ``instruction``: the intent reads like an instruction to the system (the input
+  guardrails' ``ignore_instructions``, ``system_prompt`` and ``role_play`` heuristics).
+
+Language is kept: nothing is translated or case-folded here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from agent_gateway.guardrails import INJECTION_PATTERNS
+
+_RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
+    ("multiline", re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]"), "the intent is not one line"),
+    ("structure", re.compile(r"[{}\[\]<>`]|\"\s*:"), "the intent contains structure (JSON, markup)"),
+    ("url", re.compile(r"\bhttps?://|\bwww\.", re.IGNORECASE), "the intent contains a URL"),
+    ("field_syntax", re.compile(r"\b[\w.]+:\S"), "the intent contains field:value query syntax"),
+    ("operators", re.compile(r"\b(AND|OR|NOT)\b|&&|\|\|"), "the intent contains query operators"),
+)
+_INSTRUCTION = tuple(p for flag, p in INJECTION_PATTERNS
+                     if flag in ("ignore_instructions", "system_prompt", "role_play"))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    intent: str | None
+    """the intent to forward (trimmed), or ``None`` when refused"""
+    code: str | None = None
+    reason: str | None = None
+
+    @property
+    def accepted(self) -> bool:
+        return self.intent is not None
+
+
+def validate_intent(raw: str, *, max_chars: int = 120) -> Verdict:
+    intent = raw.strip(" \t")
+    if not intent.strip():
+        return Verdict(None, "empty", "the message asks for no product")
+    if len(intent) > max_chars:
+        return Verdict(None, "too_long", f"the intent has {len(intent)} characters (limit {max_chars})")
+    for code, pattern, reason in _RULES:
+        if pattern.search(intent):
+            return Verdict(None, code, reason)
+    if any(p.search(intent) for p in _INSTRUCTION):
+        return Verdict(None, "instruction", "the intent reads like an instruction, not a product search")
+    return Verdict(" ".join(intent.split()))

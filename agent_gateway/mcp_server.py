@@ -1,0 +1,143 @@
+"""An MCP server exposing one tool, ``search_products(intent, user_id?, cohorts?)``.
+
+The tool's signature is the air gap: an agent can hand over an intent string and an
+identity, nothing else -- no field, filter, price or DSL. The intent goes through the same
+validation as extracted intents (:func:`validate_intent`) and then the governed pipeline.
+
+    python -m agent_gateway.mcp_server                  # stdio
+    python -m agent_gateway.mcp_server --http --port N  # streamable HTTP on 127.0.0.1:N/mcp
+
+The engine and policies come from the usual configuration (``govsearch.yaml``,
+``GOVSEARCH_*``); the engine is first contacted when the tool is called.
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import uuid
+from collections.abc import Sequence
+from typing import Literal
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from pydantic import BaseModel, ValidationError
+
+from agent_gateway.answer import cards_of, deterministic_answer
+from agent_gateway.gateway import governed_search
+from agent_gateway.intent_validation import validate_intent
+from agent_gateway.settings import GatewaySettings, gateway_settings
+from control_plane.bootstrap import profile_of
+from control_plane.config import load_settings
+from control_plane.engine import connect
+from control_plane.service import SearchRequest, SearchService
+
+TOOL_DESCRIPTION = (
+    "Search the shop's catalog. Pass the shopper's intent as a short phrase in their own words "
+    "(for example 'cheap chocolate' or 'chocolat sans arachide'); merchandising and safety "
+    "policies are applied by the shop. Cite products by their citation number."
+)
+
+
+class Product(BaseModel):
+    citation: int
+    product_id: str
+    title: str | None
+    brand: str | None
+    price: float | None
+
+
+class SearchProductsResult(BaseModel):
+    request_id: str
+    status: Literal["ok", "no_results", "abstained"]
+    reason: str | None = None
+    intent: str | None
+    policy_set_version: str | None = None
+    total: int = 0
+    products: list[Product] = []
+    answer: str
+
+
+class ServiceHolder:
+    """The search service, built on first use (the server starts without an engine)."""
+
+    def __init__(self) -> None:
+        self._service: SearchService | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> SearchService:
+        with self._lock:
+            if self._service is None:
+                settings = load_settings()
+                self._service = SearchService(settings, connect(settings.engine), profile_of(settings))
+            return self._service
+
+
+def search_products_sync(service: SearchService, gateway: GatewaySettings, intent: str,
+                         user_id: str | None = None, cohorts: Sequence[str] = ()) -> SearchProductsResult:
+    rid = uuid.uuid4().hex
+    verdict = validate_intent(intent, max_chars=gateway.max_intent_chars)
+    if verdict.intent is None:
+        reason = f"intent refused: {verdict.reason}"
+        return SearchProductsResult(request_id=rid, status="abstained", reason=reason, intent=None,
+                                    answer=f"I can't search for that: {reason}.")
+    try:
+        request = SearchRequest(intent=verdict.intent, user_id=user_id, cohorts=tuple(cohorts))
+    except ValidationError as error:
+        reason = "invalid arguments: " + "; ".join(e["msg"] for e in error.errors())
+        return SearchProductsResult(request_id=rid, status="abstained", reason=reason, intent=verdict.intent,
+                                    answer=f"I can't search for that: {reason}.")
+    require = (gateway.require_policy_match if gateway.require_policy_match is not None
+               else service.settings.search.require_policy_match)
+    governed = governed_search(service, request, require_policy_match=require)
+    if governed.outcome is None:
+        return SearchProductsResult(request_id=rid, status="abstained", reason=governed.abstained,
+                                    intent=verdict.intent,
+                                    answer=f"I can't answer this: {governed.abstained}.")
+    from control_plane.api.app import search_response
+
+    search = search_response(rid, request, governed.outcome, service.profile)
+    cards = cards_of(search.hits, gateway.answer_products)
+    return SearchProductsResult(
+        request_id=rid,
+        status=search.status,
+        reason=search.reason,
+        intent=verdict.intent,
+        policy_set_version=search.policy_set_version,
+        total=search.total,
+        products=[Product(citation=c.citation, product_id=c.product_id, title=c.title, brand=c.brand,
+                          price=c.price) for c in cards],
+        answer=deterministic_answer(verdict.intent, cards, search.total).text,
+    )
+
+
+def build_server(holder: ServiceHolder | None = None, gateway: GatewaySettings | None = None) -> MCPServer:
+    holder = holder or ServiceHolder()
+    settings = gateway or gateway_settings()
+    server: MCPServer = MCPServer(name="govsearch", instructions=TOOL_DESCRIPTION)
+
+    @server.tool(description=TOOL_DESCRIPTION)
+    async def search_products(intent: str, user_id: str | None = None,
+                              cohorts: list[str] | None = None) -> SearchProductsResult:
+        return await anyio.to_thread.run_sync(
+            lambda: search_products_sync(holder.get(), settings, intent, user_id, cohorts or ())
+        )
+
+    return server
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m agent_gateway.mcp_server", description=__doc__)
+    parser.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8765)
+    args = parser.parse_args(argv)
+    server = build_server()
+    if args.http:
+        server.run("streamable-http", host=args.host, port=args.port)
+    else:
+        server.run("stdio")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,62 @@
+"""``POST /v1/agent/query``: a whole user message in, a governed search and a grounded
+answer out. Errors use the API's one JSON shape: 413 ``message_too_large``, 429
+``rate_limited``, 503 ``llm_unavailable`` (and the engine's 503s, failing closed)."""
+
+from __future__ import annotations
+
+import re
+
+from fastapi import APIRouter, Request
+from starlette.concurrency import run_in_threadpool
+
+from agent_gateway.budgets import BudgetExceeded
+from agent_gateway.gateway import AgentGateway
+from agent_gateway.guardrails import MessageTooLarge
+from agent_gateway.llm import LlmUnavailable
+from agent_gateway.models import AgentQuery, AgentResponse
+from agent_gateway.settings import gateway_settings
+from control_plane.api import errors
+from control_plane.api.errors import ApiError
+from control_plane.service import IDENTIFIER, SearchService
+
+ANONYMOUS = "anonymous"
+
+
+def client_of(request: Request) -> str:
+    client = request.headers.get("x-client-id")
+    if client is None:
+        return ANONYMOUS
+    if not re.match(IDENTIFIER, client):
+        raise ApiError(422, "invalid_request", "X-Client-Id must match " + IDENTIFIER)
+    return client
+
+
+def gateway_of(request: Request, service: SearchService) -> AgentGateway:
+    """The app's gateway (``app.state.agent_gateway``), built on first use from the settings."""
+    gateway = getattr(request.app.state, "agent_gateway", None)
+    if gateway is None:
+        gateway = request.app.state.agent_gateway = AgentGateway(service, gateway_settings())
+    return gateway
+
+
+def build_agent_router(service: SearchService) -> APIRouter:
+    router = APIRouter(tags=["agent"])
+
+    @router.post("/v1/agent/query", response_model=AgentResponse,
+                 responses={code: {"model": errors.ErrorResponse} for code in (413, 422, 429, 503)})
+    async def agent_query(body: AgentQuery, request: Request) -> AgentResponse:
+        client = client_of(request)
+        gateway = gateway_of(request, service)
+        rid = errors.request_id(request)
+        try:
+            return await run_in_threadpool(gateway.query, body, client=client, request_id=rid)
+        except BudgetExceeded as error:
+            raise ApiError(429, "rate_limited", error.message,
+                           [{"budget": error.budget, "retry_after_s": error.retry_after_s}]) from error
+        except MessageTooLarge as error:
+            raise ApiError(413, "message_too_large", str(error)) from error
+        except LlmUnavailable as error:
+            raise ApiError(503, "llm_unavailable",
+                           f"intent extraction failed and no fallback is configured: {error}") from error
+
+    return router

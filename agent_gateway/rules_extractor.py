@@ -1,0 +1,75 @@
+"""The deterministic extractor used when no model is configured (or as its fallback).
+
+It removes greetings, politeness and filler in English and French, then the articles left
+at the start, and keeps everything else in the shopper's words and language::
+
+    "Bonjour, je cherche du chocolat pas cher sans arachide s'il vous plait"
+        -> "chocolat pas cher sans arachide"
+    "Hi! I'm looking for some cheap chocolate please" -> "cheap chocolate"
+
+It reads one message; conversation history is ignored (a follow-up such as "cheaper ones"
+stays what it is). Punctuation other than decimal separators and hyphens inside words
+becomes a space.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+_E = r"[eéèê]"
+_I = r"[iî]"
+
+#: filler phrases, removed wherever they stand (longest first within each language)
+_FILLER_EN = (
+    r"good (?:morning|afternoon|evening|day)", r"hello there", r"hi there", r"hey there",
+    r"thank you(?: very much| so much)?", r"thanks(?: a lot)?", r"many thanks", r"cheers",
+    r"i(?:'m| am) (?:looking|searching|hunting|shopping) for", r"(?:looking|searching) for",
+    r"i(?:'d| would) (?:like|love)(?: to (?:buy|find|get|have|see))?",
+    r"i (?:want|need)(?: to (?:buy|find|get|see))?", r"i(?:'m| am) after",
+    r"(?:could|can|would|will) you(?: please)?(?: (?:show|find|get|give|recommend|suggest)(?: me)?)?",
+    r"(?:please )?(?:show|find|get|give|recommend|suggest) me",
+    r"help me (?:find|get|choose)", r"do you (?:have|sell|carry)(?: any)?",
+    r"have you got(?: any)?", r"(?:is|are) there(?: any)?", r"any chance of",
+    r"please", r"pls", r"plz", r"kindly", r"for me", r"if possible", r"if you can",
+    r"hi", r"hello", r"hey", r"dear", r"ok", r"okay", r"well", r"um+", r"uh+", r"hmm+",
+    r"maybe", r"perhaps", r"just", r"actually", r"something like",
+)
+_FILLER_FR = (
+    rf"s'il vous pla{_I}t", rf"s'il te pla{_I}t", r"svp", r"stp",
+    r"merci(?: beaucoup| bien)?", r"bonjour", r"bonsoir", r"salut", r"coucou", r"hello",
+    r"je (?:re)?cherche", r"je voudrais(?: acheter| trouver| avoir)?",
+    r"j'aimerais(?: acheter| trouver| avoir)?",
+    r"je veux(?: acheter| trouver)?", r"il me faut", r"j'ai besoin d'", r"j'ai besoin de",
+    r"est-ce que vous avez", r"avez-vous", r"vous avez", r"auriez-vous", r"as-tu", r"tu as",
+    r"(?:pourriez|pouvez)-vous(?: me)?(?: (?:montrer|trouver|proposer|conseiller))?",
+    r"(?:montrez|trouvez|proposez|conseillez)-moi", r"je souhaite(?: acheter| trouver)?",
+    r"quelque chose comme", r"peut-{_E}tre", r"euh+", r"alors", r"bon",
+)
+_FILLER = re.compile(
+    r"(?<![\w'-])(?:" + "|".join(_FILLER_EN + _FILLER_FR) + r")(?:(?<=')|(?![\w'-]))",
+    re.IGNORECASE,
+)
+#: articles and quantifiers dropped only at the start of what is left
+_LEADING = re.compile(
+    r"^(?:(?:some|any|a few|a|an|the|du|de la|de|des|un|une|le|la|les|quelques|un peu de)(?:\s+|$)"
+    r"|(?:de l'|d'|l')\s*)+",
+    re.IGNORECASE,
+)
+_PUNCT = re.compile(r"(?<!\d)[.,]|[.,](?!\d)|[!?;:()\"«»…]|(?<!\w)-|-(?!\w)")
+
+
+def _normalise(text: str) -> str:
+    text = unicodedata.normalize("NFC", text).replace("\u2019", "'").replace("\u2018", "'")
+    return " ".join(_PUNCT.sub(" ", text).split())
+
+
+def extract_by_rules(message: str) -> str:
+    """The shopper's intent: the message without greetings, politeness and filler."""
+    text = _normalise(message)
+    previous = None
+    while previous != text:
+        previous = text
+        text = " ".join(_FILLER.sub(" ", text).split())
+        text = _LEADING.sub("", text).strip()
+    return text.strip(" '-")

@@ -1,0 +1,195 @@
+"""The decision record: one per request, schema-versioned, assembled from what the
+stages returned (never parsed back out of log text).
+
+With ``audit.store_raw_intent: false`` a record keeps the intent's sha256 and a redacted
+form only; every other place the intent's words could appear (span texts, the residual,
+captures, the user id) is redacted or hashed too, and the DSL is kept as its sha256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION: Literal[1] = 1
+
+_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+_PHONE = re.compile(r"\+?\d[\d\s().-]{6,}\d")
+_DIGITS = re.compile(r"\d")
+
+
+def redact(text: str) -> str:
+    """Emails, phone numbers and digits masked: ``<email>``, ``<phone>``, ``#``."""
+    text = _EMAIL.sub("<email>", text)
+    text = _PHONE.sub("<phone>", text)
+    return _DIGITS.sub("#", text)
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def canonical_json(data: Any) -> str:
+    """Sorted keys, no whitespace, UTF-8 text as is: the form every hash is taken of."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def sha256_json(data: Any) -> str:
+    return sha256_text(canonical_json(data))
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Extraction(Model):
+    """How the intent was obtained (filled by the agent gateway; None for direct search)."""
+
+    method: str
+    """``llm``, ``deterministic``, ... """
+    flags: list[str] = []
+    """guardrail flags, e.g. ``injection_suspected``"""
+
+
+class RequestParams(Model):
+    cohorts: list[str] = []
+    market: str | None = None
+    user_id: str | None = None
+    """the user id; its sha256 (``sha256:...``) when raw storage is off"""
+    page: int = 1
+    size: int = 10
+
+
+class TierRunOut(Model):
+    tier: str
+    total: int
+    took_ms: float
+
+
+class ErrorOut(Model):
+    code: str
+    message: str
+    status: int
+
+
+class DecisionRecord(Model):
+    """One request, as decided. ``writer``/``sequence``/``prev_hash``/``hash`` are set by
+    the chain when the record is written (see :mod:`control_plane.audit.chain`)."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    kind: Literal["decision"] = "decision"
+    request_id: str
+    time: str
+    """ISO 8601, UTC"""
+    client: str | None = None
+    endpoint: str = "search"
+    intent: str | None = None
+    """the cleaned intent; None when raw storage is off"""
+    intent_sha256: str | None = None
+    intent_redacted: str | None = None
+    """only when raw storage is off"""
+    raw_intent_stored: bool = True
+    extraction: Extraction | None = None
+    request: RequestParams | None = None
+    policy_set_version: str | None = None
+    matched: list[dict[str, Any]] = []
+    applied: list[dict[str, Any]] = []
+    """applied steps: policy id, consumed spans, field changes, explanation"""
+    skipped: list[dict[str, Any]] = []
+    resolutions: list[dict[str, Any]] = []
+    captures: list[dict[str, Any]] = []
+    residual: str | None = None
+    applied_policies: list[str] = []
+    """ids of the applied policies, in application order (what "fired" means)"""
+    plan_sha256: str | None = None
+    dsl_sha256: str | None = None
+    """sha256 of the canonical JSON of the DSL served"""
+    cached: bool = False
+    status: str = "ok"
+    """``ok``, ``no_results``, ``abstained`` or ``error``"""
+    tier: str | None = None
+    tiers: list[TierRunOut] = []
+    hits: int = 0
+    hit_ids: list[str] = []
+    """the product ids served on the page (for click-through)"""
+    latency_ms: dict[str, float] = {}
+    error: ErrorOut | None = None
+    writer: str = ""
+    sequence: int = -1
+    prev_hash: str = ""
+    hash: str = ""
+
+
+class EventRecord(Model):
+    """An outcome event tied to a recorded request (``POST /v1/events``)."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    kind: Literal["event"] = "event"
+    event_id: str
+    request_id: str
+    time: str
+    type: Literal["click", "add_to_cart", "purchase", "feedback"]
+    product_id: str | None = None
+    rating: int | None = Field(default=None, ge=1, le=5)
+    writer: str = ""
+    sequence: int = -1
+    prev_hash: str = ""
+    hash: str = ""
+
+
+# --- building -----------------------------------------------------------------------
+
+
+def _redact_spans(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{**span, "text": redact(span["text"])} for span in spans]
+
+
+def explanation_fields(explanation: dict[str, Any], raw: bool) -> dict[str, Any]:
+    """The explanation's parts, redacted where the intent's words appear when ``raw`` is off."""
+    matched = explanation["matched"]
+    applied = explanation["applied"]
+    captures = explanation["captures"]
+    residual = explanation["residual"]
+    if not raw:
+        matched = [{**m, "spans": _redact_spans(m["spans"])} for m in matched]
+        applied = [{**a, "consumed": _redact_spans(a["consumed"])} for a in applied]
+        captures = [{**c, "text": redact(c["text"])} for c in captures]
+        residual = redact(residual)
+    return {
+        "matched": matched,
+        "applied": applied,
+        "skipped": explanation["skipped"],
+        "resolutions": explanation["resolutions"],
+        "captures": captures,
+        "residual": residual,
+    }
+
+
+def intent_fields(intent: str | None, raw: bool) -> dict[str, Any]:
+    if intent is None:
+        return {"raw_intent_stored": raw}
+    if raw:
+        return {"intent": intent, "intent_sha256": sha256_text(intent), "raw_intent_stored": True}
+    return {
+        "intent": None,
+        "intent_sha256": sha256_text(intent),
+        "intent_redacted": redact(intent),
+        "raw_intent_stored": False,
+    }
+
+
+def request_params(
+    cohorts: tuple[str, ...], market: str | None, user_id: str | None, page: int, size: int, raw: bool
+) -> RequestParams:
+    user = user_id if raw or user_id is None else "sha256:" + sha256_text(user_id)
+    return RequestParams(cohorts=list(cohorts), market=market, user_id=user, page=page, size=size)
+
+
+def intent_key(record: dict[str, Any]) -> str | None:
+    """What "the same intent" means across records: the sha256 of the cleaned intent."""
+    value = record.get("intent_sha256")
+    return str(value) if value else None

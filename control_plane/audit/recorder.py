@@ -1,0 +1,350 @@
+"""The recorder: builds one decision record per request, seals it into the writer's
+chain and writes it through the sink, under one lock, in order.
+
+A sink failure never drops a record silently: the record waits in a bounded in-memory
+buffer (oldest first) and is retried, in order, before the next one is written; the
+failure is counted (``govsearch_audit_sink_failures``), logged, and reported by
+``/readyz`` until the buffer is empty. Only when the buffer is full is the oldest record
+given up, and that is counted (``govsearch_audit_dropped_records``) and logged as an error.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import threading
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from control_plane.audit.chain import Chain, Head
+from control_plane.audit.metrics import Metrics
+from control_plane.audit.record import (
+    DecisionRecord,
+    ErrorOut,
+    EventRecord,
+    Extraction,
+    TierRunOut,
+    explanation_fields,
+    intent_fields,
+    request_params,
+    sha256_json,
+)
+from control_plane.audit.sinks import EngineSink, JsonlSink, Sink, SinkError
+from control_plane.audit.telemetry import Telemetry
+from control_plane.config import Settings
+from control_plane.engine import Engine, EngineError, EngineTimeout, EngineUnavailable
+
+if TYPE_CHECKING:
+    from control_plane.service import Outcome, SearchRequest, SearchService
+
+log = logging.getLogger("govsearch.audit")
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def error_of(error: BaseException) -> ErrorOut:
+    """The code and status the API answers with for this exception (same mapping)."""
+    from control_plane.api.errors import ApiError
+
+    if isinstance(error, ApiError):
+        return ErrorOut(code=error.code, message=error.message, status=error.status)
+    if isinstance(error, EngineError):
+        code = (
+            "engine_timeout"
+            if isinstance(error, EngineTimeout)
+            else "engine_unavailable"
+            if isinstance(error, EngineUnavailable)
+            else "engine_error"
+        )
+        return ErrorOut(code=code, message=str(error), status=503)
+    return ErrorOut(code="internal_error", message=f"{type(error).__name__}: internal error", status=500)
+
+
+class ChainedLog:
+    """One sink, one writer's chain, one retry buffer."""
+
+    def __init__(self, sink: Sink, writer: str, metrics: Metrics, capacity: int) -> None:
+        self.sink = sink
+        self.writer = writer
+        self.metrics = metrics
+        self._chain: Chain | None = None
+        self._pending: deque[dict[str, Any]] = deque()
+        self._capacity = capacity
+        self._lock = threading.Lock()
+        self.last_error: str | None = None
+        self.dropped = 0
+
+    def append(self, record: dict[str, Any]) -> dict[str, Any] | None:
+        """Seal and write ``record`` after any buffered ones; the sealed record, or None when
+        it was buffered."""
+        with self._lock:
+            if len(self._pending) >= self._capacity:
+                lost = self._pending.popleft()
+                self.dropped += 1
+                self.metrics.dropped.inc()
+                log.error("audit retry buffer full: record %s lost", lost.get("request_id"))
+            self._pending.append(record)
+            written = self._flush()
+            self.metrics.buffered.set(self.buffered_total())
+            return written[-1] if written and not self._pending else None
+
+    def retry(self) -> None:
+        with self._lock:
+            self._flush()
+            self.metrics.buffered.set(self.buffered_total())
+
+    def _flush(self) -> list[dict[str, Any]]:
+        written: list[dict[str, Any]] = []
+        try:
+            while self._pending:
+                if self._chain is None:
+                    self._chain = Chain(self.sink.head(self.writer) or Head(self.writer))
+                sealed = self._chain.seal(self._pending[0])
+                self.sink.write(sealed)
+                self._chain.advance(sealed)
+                self._pending.popleft()
+                written.append(sealed)
+            self.last_error = None
+        except (SinkError, EngineError, OSError) as error:
+            self.last_error = str(error)
+            self.metrics.sink_failures.labels(self.sink.name).inc()
+            log.warning(
+                "audit sink %s failed, %d record(s) buffered: %s",
+                self.sink.describe(),
+                len(self._pending),
+                error,
+            )
+        return written
+
+    def buffered_total(self) -> int:
+        return len(self._pending)
+
+    def pending(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self._pending)
+
+    def scan(self) -> Iterator[dict[str, Any]]:
+        """Written records, then buffered ones (not yet sealed)."""
+        yield from self.sink.scan()
+        yield from self.pending()
+
+
+class Recorder:
+    def __init__(
+        self,
+        decisions: Sink,
+        events: Sink,
+        *,
+        instance_id: str | None = None,
+        store_raw_intent: bool = True,
+        retry_buffer: int = 10_000,
+        telemetry: Telemetry | None = None,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.writer = instance_id or socket.gethostname()
+        self.store_raw_intent = store_raw_intent
+        self.metrics = Metrics()
+        self.telemetry = telemetry or Telemetry.off()
+        self.clock = clock
+        self.decisions = ChainedLog(decisions, self.writer, self.metrics, retry_buffer)
+        self.events = ChainedLog(events, self.writer, self.metrics, retry_buffer)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, engine: Engine | None) -> Recorder:
+        audit = settings.audit
+        decisions: Sink
+        events: Sink
+        if audit.sink == "engine":
+            if engine is None:
+                raise ValueError("audit.sink 'engine' needs an engine")
+            decisions, events = EngineSink(engine, audit.index), EngineSink(engine, audit.index + "-events")
+        else:
+            path = Path(audit.path)
+            decisions, events = JsonlSink(path), JsonlSink(path.with_name("events.jsonl"))
+        return cls(
+            decisions,
+            events,
+            instance_id=audit.instance_id,
+            store_raw_intent=audit.store_raw_intent,
+            retry_buffer=audit.retry_buffer,
+            telemetry=Telemetry.from_settings(settings.telemetry),
+        )
+
+    def watch(self, service: SearchService) -> None:
+        """Export the service's plan-cache counters with these metrics."""
+        cache = service.cache
+        self.metrics.watch_cache(lambda: (cache.hits, cache.misses))
+
+    # --- writing ------------------------------------------------------------------
+
+    def search(
+        self,
+        service: SearchService,
+        request: SearchRequest,
+        request_id: str,
+        client: str | None = None,
+        extraction: Extraction | None = None,
+    ) -> Outcome:
+        """Run ``service.search`` and record it, success or failure (then re-raise)."""
+        now = service.clock()
+        try:
+            outcome = service.search(request, now)
+        except Exception as error:
+            self.failure(
+                request_id, error_of(error), request=request, client=client, extraction=extraction, time=now
+            )
+            raise
+        self.decision(request_id, request, outcome, client=client, extraction=extraction, time=now)
+        return outcome
+
+    def decision(
+        self,
+        request_id: str,
+        request: SearchRequest,
+        outcome: Outcome,
+        *,
+        client: str | None = None,
+        extraction: Extraction | None = None,
+        time: datetime | None = None,
+        endpoint: str = "search",
+        status: str | None = None,
+    ) -> dict[str, Any] | None:
+        compiled, execution = outcome.compiled, outcome.execution
+        raw = self.store_raw_intent
+        explanation = json.loads(compiled.composition.explanation.model_dump_json())
+        record = DecisionRecord(
+            request_id=request_id,
+            time=_iso(time or self.clock()),
+            client=client,
+            endpoint=endpoint,
+            extraction=extraction,
+            request=request_params(
+                request.cohorts, request.market, request.user_id, request.page, request.size, raw
+            ),
+            policy_set_version=compiled.policy_set_version,
+            applied_policies=list(compiled.composition.plan.applied),
+            plan_sha256=sha256_json(json.loads(compiled.composition.plan.model_dump_json())),
+            dsl_sha256=sha256_json(execution.dsl),
+            cached=compiled.cached,
+            status=status or execution.status,
+            tier=execution.tier,
+            tiers=[TierRunOut(tier=r.tier, total=r.total, took_ms=r.took_ms) for r in execution.runs],
+            hits=execution.total,
+            hit_ids=[hit.id for hit in execution.hits],
+            latency_ms=dict(outcome.latency_ms),
+            **intent_fields(compiled.intent, raw),
+            **explanation_fields(explanation, raw),
+        )
+        data = record.model_dump(mode="json")
+        self._write(data, outcome.stages)
+        return data
+
+    def failure(
+        self,
+        request_id: str,
+        error: ErrorOut,
+        *,
+        request: SearchRequest | None = None,
+        client: str | None = None,
+        extraction: Extraction | None = None,
+        time: datetime | None = None,
+        endpoint: str = "search",
+    ) -> dict[str, Any]:
+        from control_plane.matcher import clean_intent
+
+        raw = self.store_raw_intent
+        record = DecisionRecord(
+            request_id=request_id,
+            time=_iso(time or self.clock()),
+            client=client,
+            endpoint=endpoint,
+            extraction=extraction,
+            request=(
+                request_params(
+                    request.cohorts, request.market, request.user_id, request.page, request.size, raw
+                )
+                if request
+                else None
+            ),
+            status="error",
+            error=error,
+            **intent_fields(clean_intent(request.intent) if request else None, raw),
+        )
+        data = record.model_dump(mode="json")
+        self._write(data, ())
+        return data
+
+    def _write(self, data: dict[str, Any], stages: Any) -> None:
+        self.decisions.append(data)
+        self.metrics.observe_decision(data)
+        try:
+            self.telemetry.emit(data, stages)
+        except Exception:  # telemetry must never fail a request
+            log.exception("telemetry export failed")
+
+    def event(self, event: EventRecord) -> dict[str, Any]:
+        data = event.model_dump(mode="json")
+        sealed = self.events.append(data)
+        self.metrics.events.labels(event.type).inc()
+        return sealed or data
+
+    def new_event_id(self) -> str:
+        return uuid.uuid4().hex
+
+    # --- reading ------------------------------------------------------------------
+
+    def find(self, request_id: str) -> dict[str, Any] | None:
+        found = None
+        for record in self.decisions.scan():
+            if record.get("request_id") == request_id:
+                found = record
+        return found
+
+    def decision_records(
+        self, since: datetime | None = None, until: datetime | None = None
+    ) -> list[dict[str, Any]]:
+        return [r for r in self.decisions.scan() if _within(r.get("time"), since, until)]
+
+    def event_records(
+        self, since: datetime | None = None, until: datetime | None = None
+    ) -> list[dict[str, Any]]:
+        return [r for r in self.events.scan() if _within(r.get("time"), since, until)]
+
+    def status(self) -> str:
+        """``ok``, or what is wrong with the sinks (``/readyz`` fails while not ``ok``)."""
+        problems = []
+        for name, chained in (("decisions", self.decisions), ("events", self.events)):
+            chained.retry()
+            if chained.buffered_total():
+                problems.append(
+                    f"{name} sink {chained.sink.describe()} failing,"
+                    f" {chained.buffered_total()} record(s) buffered: {chained.last_error}"
+                )
+            if chained.dropped:
+                problems.append(f"{name}: {chained.dropped} record(s) lost (retry buffer full)")
+        return "; ".join(problems) or "ok"
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def parse_time(value: str) -> datetime:
+    moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _within(value: Any, since: datetime | None, until: datetime | None) -> bool:
+    if since is None and until is None:
+        return True
+    if not isinstance(value, str):
+        return False
+    moment = parse_time(value)
+    return (since is None or moment >= since) and (until is None or moment < until)

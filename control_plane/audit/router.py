@@ -1,0 +1,188 @@
+"""The audit API, outcome events and ``/metrics``; and the hooks ``create_app`` uses to
+record every ``/v1/search``.
+
+TODO(auth): these routes are open for now. The auditor role (API keys with roles) comes
+with the lifecycle issue; ``/v1/audit/*`` must then require ``auditor`` or ``admin`` and
+``/v1/events`` the ``search`` role.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any, Literal
+
+from fastapi import APIRouter, FastAPI, Query, Request, Response
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
+
+from control_plane.api import errors
+from control_plane.audit import impact as impact_stage
+from control_plane.audit import replay as replay_stage
+from control_plane.audit.metrics import CONTENT_TYPE
+from control_plane.audit.record import ErrorOut, EventRecord
+from control_plane.audit.recorder import Recorder, parse_time
+from control_plane.service import IDENTIFIER, Outcome, SearchRequest, SearchService
+
+CLIENT_HEADER = "x-govsearch-client"
+RECORDED_PATHS = ("/v1/search",)
+
+
+def recorder_of(request: Request) -> Recorder:
+    recorder: Recorder = request.app.state.recorder
+    return recorder
+
+
+def client_of(request: Request) -> str | None:
+    """Who asked: the ``X-Govsearch-Client`` header when it is a plain identifier.
+    (The API key's principal replaces it with the lifecycle issue.)"""
+    value = request.headers.get(CLIENT_HEADER)
+    return value if value and re.match(IDENTIFIER, value) else None
+
+
+async def recorded_search(request: Request, body: SearchRequest) -> Outcome:
+    """``service.search`` in the thread pool, recorded (success or failure)."""
+    request.state.audited = True
+    recorder = recorder_of(request)
+    service: SearchService = request.app.state.service
+    return await run_in_threadpool(
+        recorder.search, service, body, errors.request_id(request), client_of(request)
+    )
+
+
+def install(app: FastAPI, service: SearchService) -> Recorder:
+    """Create (or reuse ``service.recorder``) the recorder, add the routes and the middleware
+    that records requests refused before the handler ran (413, 422)."""
+    recorder = service.recorder or Recorder.from_settings(service.settings, service.engine)
+    service.recorder = recorder
+    recorder.watch(service)
+    app.state.recorder = recorder
+    app.include_router(router)
+
+    @app.middleware("http")
+    async def record_refused(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        response = await call_next(request)
+        if (
+            request.url.path in RECORDED_PATHS
+            and response.status_code >= 400
+            and not getattr(request.state, "audited", False)
+        ):
+            code = errors.HTTP_CODES.get(response.status_code, "http_error")
+            error = ErrorOut(
+                code=code,
+                message="the request was refused before it was compiled",
+                status=response.status_code,
+            )
+            await run_in_threadpool(
+                recorder.failure, errors.request_id(request), error, client=client_of(request)
+            )
+        return response
+
+    return recorder
+
+
+router = APIRouter()
+
+
+def _time(value: str | None, name: str) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        return parse_time(value)
+    except ValueError as error:
+        raise errors.ApiError(400, "invalid_time", f"{name}: not an ISO 8601 time: {value!r}") from error
+
+
+def _record(recorder: Recorder, request_id: str) -> dict[str, Any]:
+    record = recorder.find(request_id)
+    if record is None:
+        raise errors.ApiError(
+            404, "decision_not_found", f"no decision is recorded for request {request_id!r}"
+        )
+    return record
+
+
+@router.get("/metrics", tags=["operations"], response_class=Response)
+async def metrics(request: Request) -> Response:
+    return Response(recorder_of(request).metrics.render(), media_type=CONTENT_TYPE)
+
+
+@router.get("/v1/audit/decisions/{request_id}", tags=["audit"])
+async def decision(request_id: str, request: Request) -> dict[str, Any]:
+    return await run_in_threadpool(_record, recorder_of(request), request_id)
+
+
+@router.get("/v1/audit/decisions", tags=["audit"])
+async def decisions(
+    request: Request,
+    policy_id: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    limit: int = Query(default=100, ge=1, le=1000),
+) -> dict[str, Any]:
+    """Decisions in ``[since, until)``, those ``policy_id`` fired on when given, and how
+    often each policy fired (was applied) on them."""
+    start, end = _time(since, "since"), _time(until, "until")
+    records = await run_in_threadpool(recorder_of(request).decision_records, start, end)
+    if policy_id is not None:
+        records = [r for r in records if policy_id in r.get("applied_policies", [])]
+    counts = Counter(p for r in records for p in r.get("applied_policies", []))
+    return {"total": len(records), "counts": dict(sorted(counts.items())), "decisions": records[-limit:]}
+
+
+class ReplayBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    request_id: str = Field(min_length=1, max_length=128)
+    policy_set_version: str | None = Field(default=None, max_length=64)
+
+
+@router.post("/v1/audit/replay", tags=["audit"])
+async def replay(body: ReplayBody, request: Request) -> dict[str, Any]:
+    recorder = recorder_of(request)
+    record = await run_in_threadpool(_record, recorder, body.request_id)
+    try:
+        result: dict[str, Any] = await run_in_threadpool(
+            replay_stage.replay, request.app.state.service, record, body.policy_set_version
+        )
+    except replay_stage.ReplayRefused as refused:
+        status = 404 if refused.code == "unknown_version" else 409
+        raise errors.ApiError(status, refused.code, str(refused)) from refused
+    return result
+
+
+class EventBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    request_id: str = Field(min_length=1, max_length=128)
+    type: Literal["click", "add_to_cart", "purchase", "feedback"]
+    product_id: str | None = Field(default=None, max_length=128)
+    rating: int | None = Field(default=None, ge=1, le=5)
+
+
+@router.post("/v1/events", tags=["audit"], status_code=201)
+async def event(body: EventBody, request: Request) -> dict[str, Any]:
+    recorder = recorder_of(request)
+    await run_in_threadpool(_record, recorder, body.request_id)
+    record = EventRecord(
+        event_id=recorder.new_event_id(),
+        time=recorder.clock().isoformat().replace("+00:00", "Z"),
+        **body.model_dump(),
+    )
+    return await run_in_threadpool(recorder.event, record)
+
+
+@router.get("/v1/audit/policies/{policy_id}/impact", tags=["audit"])
+async def impact(
+    policy_id: str, request: Request, since: str | None = None, until: str | None = None
+) -> dict[str, Any]:
+    recorder = recorder_of(request)
+    start, end = _time(since, "since"), _time(until, "until")
+    records = await run_in_threadpool(recorder.decision_records, start, end)
+    # events are counted for the selected requests whenever they came
+    events = await run_in_threadpool(recorder.event_records)
+    return impact_stage.impact(policy_id, records, events)

@@ -1,0 +1,177 @@
+"""Where sealed records go: a JSONL file (default) or an engine index.
+
+A sink writes one sealed record or raises; it never decides what to do on failure (the
+recorder buffers and reports). Reads serve the audit API and ``verify``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+from control_plane.audit.chain import Head
+from control_plane.audit.record import canonical_json
+from control_plane.engine import Engine, EngineError
+
+#: the audit index mapping: the chain keys and what the API filters on; the rest of the
+#: record is kept in ``_source`` without being indexed
+AUDIT_MAPPING: dict[str, Any] = {
+    "settings": {"number_of_shards": 1, "number_of_replicas": 0},
+    "mappings": {
+        "dynamic": False,
+        "properties": {
+            "kind": {"type": "keyword"},
+            "writer": {"type": "keyword"},
+            "sequence": {"type": "long"},
+            "request_id": {"type": "keyword"},
+            "time": {"type": "date"},
+            "applied_policies": {"type": "keyword"},
+            "policy_set_version": {"type": "keyword"},
+            "status": {"type": "keyword"},
+            "type": {"type": "keyword"},
+        },
+    },
+}
+
+
+class SinkError(Exception):
+    """A record could not be written."""
+
+
+class Sink(Protocol):
+    name: str
+
+    def write(self, record: dict[str, Any]) -> None: ...
+
+    def scan(self) -> Iterator[dict[str, Any]]:
+        """Every readable record, in write order."""
+        ...
+
+    def head(self, writer: str) -> Head | None:
+        """Where ``writer``'s chain stands in this sink (None: never wrote here)."""
+        ...
+
+    def describe(self) -> str: ...
+
+
+class JsonlSink:
+    """Append one canonical JSON line per record; flush and fsync before returning."""
+
+    name = "jsonl"
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def describe(self) -> str:
+        return str(self.path)
+
+    def write(self, record: dict[str, Any]) -> None:
+        line = canonical_json(record) + "\n"
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a", encoding="utf-8") as file:
+                file.write(line)
+                file.flush()
+                os.fsync(file.fileno())
+        except OSError as error:
+            raise SinkError(f"cannot append to {self.path}: {error}") from error
+
+    def lines(self) -> Iterator[tuple[int, str]]:
+        """(line number from 1, text) of every non-empty line."""
+        if not self.path.is_file():
+            return
+        with self.path.open(encoding="utf-8") as file:
+            for number, line in enumerate(file, start=1):
+                if line.strip():
+                    yield number, line
+
+    def scan(self) -> Iterator[dict[str, Any]]:
+        for _, line in self.lines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(record, dict):
+                yield record
+
+    def head(self, writer: str) -> Head | None:
+        last: dict[str, Any] | None = None
+        for record in self.scan():
+            if record.get("writer") == writer:
+                last = record
+        if last is None:
+            return None
+        return Head(writer, int(last["sequence"]) + 1, str(last["hash"]))
+
+
+class EngineSink:
+    """The same records as documents of an index (``govsearch-audit``), id
+    ``<writer>:<sequence>``, refreshed on write so the audit API reads its own writes."""
+
+    name = "engine"
+
+    def __init__(self, engine: Engine, index: str) -> None:
+        self.engine = engine
+        self.index = index
+        self._ready = False
+
+    def describe(self) -> str:
+        return f"{self.engine.url}/{self.index}"
+
+    def _ensure(self) -> None:
+        if not self._ready:
+            if not self.engine.index_exists(self.index):
+                try:
+                    self.engine.create_index(self.index, AUDIT_MAPPING)
+                except EngineError as error:
+                    if "already_exists" not in str(error) and "resource_already_exists" not in str(
+                        error.info
+                    ):
+                        raise
+            self._ready = True
+
+    def write(self, record: dict[str, Any]) -> None:
+        try:
+            self._ensure()
+            self.engine.index_document(
+                self.index, f"{record['writer']}:{record['sequence']}", record, refresh=True
+            )
+        except EngineError as error:
+            raise SinkError(f"cannot index into {self.index}: {error}") from error
+
+    def scan(self) -> Iterator[dict[str, Any]]:
+        """Every record, by writer then sequence (paged with ``search_after``)."""
+        if not self.engine.index_exists(self.index):
+            return
+        after: list[Any] | None = None
+        while True:
+            body: dict[str, Any] = {
+                "size": 1000,
+                "query": {"match_all": {}},
+                "sort": [{"writer": "asc"}, {"sequence": "asc"}],
+            }
+            if after is not None:
+                body["search_after"] = after
+            hits = self.engine.search(self.index, body)["hits"]["hits"]
+            for hit in hits:
+                yield hit["_source"]
+            if len(hits) < 1000:
+                return
+            after = hits[-1]["sort"]
+
+    def head(self, writer: str) -> Head | None:
+        if not self.engine.index_exists(self.index):
+            return None
+        body = {
+            "size": 1,
+            "query": {"term": {"writer": writer}},
+            "sort": [{"sequence": "desc"}],
+        }
+        hits = self.engine.search(self.index, body)["hits"]["hits"]
+        if not hits:
+            return None
+        last = hits[0]["_source"]
+        return Head(writer, int(last["sequence"]) + 1, str(last["hash"]))

@@ -1,0 +1,62 @@
+"""Audit fixtures: an app over the real engine whose recorder writes to ``tmp_path``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from control_plane.api import create_app
+from control_plane.audit.recorder import Recorder
+from control_plane.audit.sinks import JsonlSink
+from control_plane.audit.telemetry import Telemetry
+from control_plane.bootstrap import Ready, profile_of
+from control_plane.config import Settings
+from control_plane.engine import Engine
+from control_plane.service import SearchService
+from tests.e2e.conftest import ready, service, settings  # noqa: F401
+
+MakeClient = Callable[..., tuple[TestClient, Recorder]]
+
+
+def jsonl_recorder(directory: Path, **options: object) -> Recorder:
+    return Recorder(
+        JsonlSink(directory / "decisions.jsonl"),
+        JsonlSink(directory / "events.jsonl"),
+        instance_id="test-writer",
+        **options,  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture()
+def make_client(
+    tmp_path: Path,
+    engine: Engine,
+    settings: Settings,  # noqa: F811
+    ready: Ready,  # noqa: F811
+) -> Iterator[MakeClient]:
+    services: list[SearchService] = []
+    clients: list[TestClient] = []
+
+    def make(
+        store_raw_intent: bool = True, telemetry: Telemetry | None = None, engine_: Engine | None = None
+    ) -> tuple[TestClient, Recorder]:
+        recorder = jsonl_recorder(tmp_path, store_raw_intent=store_raw_intent, telemetry=telemetry)
+        svc = SearchService(settings, engine_ or engine, profile_of(settings), recorder=recorder)
+        services.append(svc)
+        client = TestClient(create_app(svc), raise_server_exceptions=False)
+        clients.append(client)
+        return client, recorder
+
+    yield make
+    for client in clients:
+        client.close()
+    for svc in services:
+        svc.close()
+
+
+@pytest.fixture()
+def audit_file(tmp_path: Path) -> Path:
+    return tmp_path / "decisions.jsonl"
