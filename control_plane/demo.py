@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from control_plane import local_engine
 from control_plane.config import Settings
 
-EXAMPLES = [
+EXAMPLES: list[tuple[str, dict[str, Any]]] = [
     ("oranges", {}),
     ("cheap chocolate", {}),
     ("chocolat sans arachide", {}),

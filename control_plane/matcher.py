@@ -47,7 +47,24 @@ HIGHLIGHT = {
 }
 #: words that end a capture (English and French conjunctions and prepositions)
 CAPTURE_STOPS = frozenset(
-    ["and", "or", "but", "with", "for", "in", "at", "by", "et", "ou", "mais", "avec", "pour", "dans", "chez", "par"]
+    [
+        "and",
+        "or",
+        "but",
+        "with",
+        "for",
+        "in",
+        "at",
+        "by",
+        "et",
+        "ou",
+        "mais",
+        "avec",
+        "pour",
+        "dans",
+        "chez",
+        "par",
+    ]
 )
 #: signs that belong to an amount ("$10", "10€", "5%")
 _AMOUNT_SIGNS = "$€£¥%"
@@ -124,14 +141,24 @@ def percolate_filters(cohorts: Iterable[str], now: datetime) -> list[dict[str, A
         {"term": {"doc_type": "policy"}},
         {"term": {"enabled": True}},
         {"terms": {"cohorts": sorted({"_all", *cohorts})}},
-        {"bool": {"should": [
-            {"bool": {"must_not": [{"exists": {"field": "active_from"}}]}},
-            {"range": {"active_from": {"lte": stamp}}},
-        ], "minimum_should_match": 1}},
-        {"bool": {"should": [
-            {"bool": {"must_not": [{"exists": {"field": "active_until"}}]}},
-            {"range": {"active_until": {"gt": stamp}}},
-        ], "minimum_should_match": 1}},
+        {
+            "bool": {
+                "should": [
+                    {"bool": {"must_not": [{"exists": {"field": "active_from"}}]}},
+                    {"range": {"active_from": {"lte": stamp}}},
+                ],
+                "minimum_should_match": 1,
+            }
+        },
+        {
+            "bool": {
+                "should": [
+                    {"bool": {"must_not": [{"exists": {"field": "active_until"}}]}},
+                    {"range": {"active_until": {"gt": stamp}}},
+                ],
+                "minimum_should_match": 1,
+            }
+        },
     ]
 
 
@@ -177,9 +204,7 @@ def _to_match(policy: Policy, spans: tuple[Span, ...], intent: str, cues: list[S
     if kind != "pattern":
         return Match(policy_id=policy.id, spans=spans)
     name = policy.trigger.patterns[0].capture
-    captures = tuple(
-        capture for span in spans if (capture := capture_after(intent, span, cues, name))
-    )
+    captures = tuple(capture for span in spans if (capture := capture_after(intent, span, cues, name)))
     return Match(policy_id=policy.id, spans=spans, captures=captures)
 
 
@@ -193,7 +218,7 @@ def spans_from_highlight(marked: str) -> tuple[Span, ...]:
         if char == PRE_TAG:
             start = position
         elif char == POST_TAG:
-            if spans and start >= 0 and "".join(plain[spans[-1][1]:start]).strip() == "":
+            if spans and start >= 0 and "".join(plain[spans[-1][1] : start]).strip() == "":
                 spans[-1][1] = position
             else:
                 spans.append([start, position])
@@ -219,4 +244,6 @@ def capture_after(intent: str, cue: Span, cues: Sequence[Span], name: str) -> Ca
     if not words:
         return None
     start, end = words[0].start(), words[-1].end()
-    return CapturedText(name=name, text=intent[start:end], span=Span(start=start, end=end, text=intent[start:end]))
+    return CapturedText(
+        name=name, text=intent[start:end], span=Span(start=start, end=end, text=intent[start:end])
+    )

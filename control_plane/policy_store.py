@@ -64,7 +64,9 @@ def write_index(engine: Engine, prefix: str, policy_set: PolicySet) -> str:
         for policy in policy_set.policies:
             operations.append({"index": {"_index": name, "_id": policy.id}})
             operations.append(percolator_document(policy, policy_set.version, count_tokens))
-        result = engine.bulk(operations, refresh=True) if operations else {"errors": False}
+        result: dict[str, Any] = (
+            engine.bulk(operations, refresh=True) if operations else {"errors": False, "items": []}
+        )
         if result.get("errors"):
             failed = [i for i in result["items"] if i["index"].get("error")]
             raise EngineError(f"{len(failed)} policies were refused by the engine: {failed[0]}")

@@ -78,7 +78,9 @@ def test_compile_returns_plan_dsl_and_explanation_without_running(client: TestCl
         ({"intent": "chocolate", "unknown": 1}, "body.unknown"),
     ],
 )
-def test_bad_requests_get_a_422_in_the_one_error_shape(client: TestClient, payload: dict[str, Any], where: str) -> None:
+def test_bad_requests_get_a_422_in_the_one_error_shape(
+    client: TestClient, payload: dict[str, Any], where: str
+) -> None:
     response = client.post("/v1/search", json=payload)
     assert response.status_code == 422
     body = response.json()
@@ -87,8 +89,11 @@ def test_bad_requests_get_a_422_in_the_one_error_shape(client: TestClient, paylo
 
 
 def test_oversized_and_malformed_bodies(client: TestClient) -> None:
-    big = client.post("/v1/search", content=b'{"intent": "' + b"a" * 20_000 + b'"}',
-                      headers={"content-type": "application/json"})
+    big = client.post(
+        "/v1/search",
+        content=b'{"intent": "' + b"a" * 20_000 + b'"}',
+        headers={"content-type": "application/json"},
+    )
     assert big.status_code == 413
     assert_error_shape(big.json(), "request_too_large")
     broken = client.post("/v1/search", content=b"{not json", headers={"content-type": "application/json"})
@@ -119,8 +124,13 @@ def test_engine_down_fails_closed_with_503(service: SearchService) -> None:
 
 
 def test_missing_policy_set_fails_closed(service: SearchService) -> None:
-    settings = service.settings.model_copy(update={
-        "policies": service.settings.policies.model_copy(update={"index_prefix": "gstest-nothing-published"})})
+    settings = service.settings.model_copy(
+        update={
+            "policies": service.settings.policies.model_copy(
+                update={"index_prefix": "gstest-nothing-published"}
+            )
+        }
+    )
     empty = TestClient(create_app(SearchService(settings, service.engine, service.profile)))
     response = empty.post("/v1/search", json={"intent": "chocolate"})
     assert response.status_code == 503

@@ -16,8 +16,14 @@ pytestmark = pytest.mark.engine
 
 
 def govsearch(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "control_plane.cli", *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=240, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "control_plane.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=240,
+        check=False,
+    )
 
 
 def free_port() -> int:
@@ -54,32 +60,51 @@ def test_port_taken_is_a_one_line_error(tmp_path: Path) -> None:
         result = govsearch("engine", "start", "--port", str(port), "--data-dir", str(tmp_path))
     assert result.returncode == 1
     assert result.stderr.strip() == (
-        f"govsearch: error: port {port} is already in use on 127.0.0.1: stop what holds it or pass --port")
+        f"govsearch: error: port {port} is already in use on 127.0.0.1: stop what holds it or pass --port"
+    )
 
 
 def test_java_missing(tmp_path: Path) -> None:
-    result = govsearch("engine", "start", "--port", str(free_port()), "--data-dir", str(tmp_path),
-                       env={"PATH": str(tmp_path)})
+    result = govsearch(
+        "engine",
+        "start",
+        "--port",
+        str(free_port()),
+        "--data-dir",
+        str(tmp_path),
+        env={"PATH": str(tmp_path)},
+    )
     assert result.returncode == 1
     assert "Java is not installed" in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
 def test_maven_missing_when_the_launcher_needs_building(tmp_path: Path) -> None:
     project = tmp_path / "local_engine"
-    shutil.copytree(Path(__file__).resolve().parents[2] / "local_engine", project, ignore=shutil.ignore_patterns("target"))
+    shutil.copytree(
+        Path(__file__).resolve().parents[2] / "local_engine", project, ignore=shutil.ignore_patterns("target")
+    )
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     java = shutil.which("java")
     assert java is not None
     (bin_dir / "java").symlink_to(java)
-    result = govsearch("engine", "start", "--port", str(free_port()), "--data-dir", str(tmp_path / "data"),
-                       env={"PATH": str(bin_dir), "GOVSEARCH_LOCAL_ENGINE_DIR": str(project)})
+    result = govsearch(
+        "engine",
+        "start",
+        "--port",
+        str(free_port()),
+        "--data-dir",
+        str(tmp_path / "data"),
+        env={"PATH": str(bin_dir), "GOVSEARCH_LOCAL_ENGINE_DIR": str(project)},
+    )
     assert result.returncode == 1
     assert "Maven (mvn) is not installed" in result.stderr
 
 
 def test_node_not_up_in_time_names_its_log(tmp_path: Path) -> None:
-    result = govsearch("engine", "start", "--port", str(free_port()), "--data-dir", str(tmp_path), "--timeout", "0.5")
+    result = govsearch(
+        "engine", "start", "--port", str(free_port()), "--data-dir", str(tmp_path), "--timeout", "0.5"
+    )
     assert result.returncode == 1
     log = tmp_path.resolve() / "logs" / "node.out"
     assert f"did not become healthy within 0.5s; see {log}" in result.stderr

@@ -29,14 +29,19 @@ def test_compile_json(env: None, capsys: pytest.CaptureFixture[str]) -> None:
     assert out["explanation"]["residual"] == "chocolate"
 
 
-def test_compile_with_a_policy_directory(env: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_compile_with_a_policy_directory(
+    env: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     root = Path(__file__).resolve().parents[2] / "policies"
     (tmp_path / "vocabularies").mkdir()
     (tmp_path / "governance.yaml").write_text((root / "governance.yaml").read_text())
-    (tmp_path / "vocabularies" / "allergens.yaml").write_text((root / "vocabularies" / "allergens.yaml").read_text())
+    (tmp_path / "vocabularies" / "allergens.yaml").write_text(
+        (root / "vocabularies" / "allergens.yaml").read_text()
+    )
     (tmp_path / "only.yaml").write_text(
         "id: only-oranges\ntitle: t\nowner: o\ntrigger: {phrase: [chocolate]}\n"
-        "rules:\n  - category: {values: [Oranges]}\n")
+        "rules:\n  - category: {values: [Oranges]}\n"
+    )
     assert main(["compile", "chocolate", "--policies", str(tmp_path), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["plan"]["applied"] == ["only-oranges"]
