@@ -1,0 +1,97 @@
+"""What a result was measured on: the machine, the engine, the code; and a local engine to
+measure against when no URL is given (started on a free port, stopped afterwards)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from control_plane import local_engine
+from control_plane.engine import Engine
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA_DIR = ROOT / ".govsearch" / "bench-run"
+
+
+def _first_line(path: str, key: str) -> str | None:
+    try:
+        for line in Path(path).read_text(encoding="utf-8").splitlines():
+            if line.startswith(key):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
+def machine() -> dict[str, Any]:
+    mem_kb = _first_line("/proc/meminfo", "MemTotal")
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
+    ).stdout.strip()
+    return {
+        "nproc": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "ram_gib": round(int(mem_kb.split()[0]) / 1024 / 1024, 1) if mem_kb else None,
+        "cpu_model": _first_line("/proc/cpuinfo", "model name"),
+        "os": platform.platform(),
+        "python": sys.version.split()[0],
+        "commit": commit or None,
+    }
+
+
+def engine_facts(engine: Engine) -> dict[str, Any]:
+    info = engine.info()
+    stats = engine.request("GET", "/_nodes/stats/jvm")
+    heaps = [node["jvm"]["mem"]["heap_max_in_bytes"] for node in stats["nodes"].values()]
+    jvm = engine.request("GET", "/_nodes/jvm")
+    versions = sorted({node["jvm"]["version"] for node in jvm["nodes"].values()})
+    return {
+        "kind": engine.kind,
+        "distribution": info["version"].get("distribution", "elasticsearch"),
+        "version": info["version"]["number"],
+        "lucene": info["version"].get("lucene_version"),
+        "nodes": len(heaps),
+        "heap_max_mib": [round(h / 1024 / 1024) for h in heaps],
+        "jvm": versions,
+    }
+
+
+def _free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    """A free HTTP port whose transport port (``port + 100``) is free too."""
+    for _ in range(50):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port: int = sock.getsockname()[1]
+        if port + 100 < 65536 and _free(port + 100):
+            return port
+    raise RuntimeError("no free pair of ports (port, port + 100) found")
+
+
+@contextmanager
+def engine_url(url: str | None, heap: str) -> Iterator[str]:
+    """``url`` as given; else a local engine of our own, stopped when the block ends."""
+    if url:
+        yield url
+        return
+    port = free_port()
+    print(f"starting a local engine on port {port} (heap {heap}, data {DATA_DIR})", file=sys.stderr)
+    state = local_engine.start(port=port, data_dir=DATA_DIR, heap=heap)
+    try:
+        yield state.url
+    finally:
+        local_engine.stop(DATA_DIR)

@@ -1,0 +1,146 @@
+"""``python -m bench.run [--quick] [--out FILE] [--engine-url URL]``
+
+Runs both benchmarks against one real engine and writes one JSON result file (default
+``bench/results/<UTC date>.json``), then prints the result as Markdown tables. Without
+``--engine-url`` it starts a local engine of its own on a free port and stops it after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench import environment, governed, percolation
+from control_plane.config import EngineSettings
+from control_plane.engine import connect
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Policy-set sizes; then (intents, warm-up rounds, rounds) for each benchmark."""
+
+    sizes: list[int]
+    percolation: tuple[int, int, int]
+    governed: tuple[int, int, int]
+
+
+FULL = Plan(sizes=[100, 1000, 10000], percolation=(50, 2, 20), governed=(20, 3, 30))
+QUICK = Plan(sizes=[100, 1000], percolation=(20, 1, 3), governed=(10, 1, 5))
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes and few rounds (< 60 s)")
+    parser.add_argument("--out", type=Path, help="result file (default bench/results/<date>.json)")
+    parser.add_argument("--engine-url", help="engine to measure against (default: start a local one)")
+    parser.add_argument("--heap", default="512m", help="heap of the local engine it starts (default 512m)")
+    parser.add_argument("--keep", action="store_true", help="keep the synthetic policy indices")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    plan = QUICK if args.quick else FULL
+    stamp = datetime.now(UTC).date().isoformat() + ("-quick" if args.quick else "")
+    out = args.out or RESULTS / f"{stamp}.json"
+    started = time.perf_counter()
+    with environment.engine_url(args.engine_url, args.heap) as url:
+        engine = connect(EngineSettings(url=url, timeout_s=60))
+        try:
+            result: dict[str, Any] = {
+                "command": "python -m bench.run " + shlex.join(sys.argv[1:] if argv is None else argv),
+                "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+                "mode": "quick" if args.quick else "full",
+                "machine": environment.machine(),
+                "load_average_at_start": list(os.getloadavg()),
+                "engine": environment.engine_facts(engine) | {"started_by_bench": not args.engine_url},
+            }
+            sizes = plan.sizes
+            try:
+                result["percolation"] = percolation.run(engine, sizes, *plan.percolation)
+            finally:
+                if not args.keep:
+                    percolation.clean_up(engine, sizes)
+            result["governed"] = governed.run(engine, url, *plan.governed)
+        finally:
+            engine.close()
+    result["duration_s"] = round(time.perf_counter() - started, 1)
+    result["load_average_at_end"] = list(os.getloadavg())
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(markdown(result))
+    print(f"\nwritten to {out} in {result['duration_s']} s", file=sys.stderr)
+    return 0
+
+
+def _load(values: list[float]) -> str:
+    return ", ".join(f"{v:.2f}" for v in values)
+
+
+def _row(cells: list[Any]) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def markdown(result: dict[str, Any]) -> str:
+    machine, engine = result["machine"], result["engine"]
+    perc, gov = result["percolation"], result["governed"]
+    lines = [
+        f"Command: `{result['command']}` ({result['mode']}, {result['duration_s']} s)",
+        f"Machine: {machine['nproc']} CPUs ({machine['cpu_model']}), {machine['ram_gib']} GiB RAM,"
+        f" {machine['os']}, Python {machine['python']}, commit {machine['commit']};"
+        f" load average (1, 5, 15 min) {_load(result['load_average_at_start'])} at start,"
+        f" {_load(result['load_average_at_end'])} at end",
+        f"Engine: {engine['distribution']} {engine['version']} (Lucene {engine['lucene']}),"
+        f" heap {engine['heap_max_mib']} MiB, JVM {', '.join(engine['jvm'])}",
+        "",
+        f"Percolation (`matcher.match`): {len(perc['intents'])} intents x {perc['rounds']} rounds"
+        f" per size after {perc['warmup_rounds']} warm-up rounds, sizes interleaved",
+        "",
+        _row(["policies", "n", "p50 ms", "p95 ms", "p99 ms", "mean ms",
+              "matches/intent (mean, max)", "publish s"]),
+        _row(["---"] * 8),
+    ]
+    for size in perc["sizes"]:
+        lat, m = size["latency"], size["matches_per_intent"]
+        lines.append(_row([
+            f"{size['policies']:,}", lat["n"], lat["p50_ms"], lat["p95_ms"], lat["p99_ms"],
+            lat["mean_ms"], f"{m['mean']}, {m['max']}", size["publish_s"],
+        ]))
+    lines += [
+        "",
+        f"Governed search vs direct DSL: {len(gov['intents'])} intents x {gov['rounds']} rounds"
+        f" after {gov['warmup_rounds']} warm-up rounds, variants interleaved",
+        "",
+        _row(["variant", "n", "p50 ms", "p95 ms", "p99 ms", "mean ms",
+              "p50 / direct p50", "p50 overhead ms"]),
+        _row(["---"] * 8),
+    ]
+    for variant in governed.VARIANTS:
+        lat = gov["latency"][variant]
+        ratio = gov["ratio_of_medians"].get(f"{variant}/direct", 1.0)
+        overhead = gov["overhead_p50_ms"].get(variant, 0.0)
+        lines.append(_row([
+            variant, lat["n"], lat["p50_ms"], lat["p95_ms"], lat["p99_ms"], lat["mean_ms"], ratio, overhead,
+        ]))
+    stages = gov["governed_stage_p50_ms"]
+    multi = [i["intent"] for i in gov["per_intent"] if i["tiers_run"] > 1]
+    lines += [
+        "",
+        f"Governed (cache off) stage medians: compile {stages['compile']} ms, execute {stages['execute']} ms."
+        f" Intents that ran more than one tier: {', '.join(multi) or 'none'}.",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
