@@ -203,6 +203,13 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     )
 
 
+def _report_load_errors(error: Any) -> int:
+    """Print every policy-load problem (file:line:column: code: message); exit code 1."""
+    for problem in error.errors:
+        print(problem, file=sys.stderr)
+    return 1
+
+
 def cmd_policy_check(args: argparse.Namespace, settings: Settings) -> int:
     from control_plane.bootstrap import resolve
     from control_plane.errors import PolicyLoadError
@@ -211,9 +218,7 @@ def cmd_policy_check(args: argparse.Namespace, settings: Settings) -> int:
     try:
         policy_set = load_policy_set(resolve(args.dir or settings.policies.dir))
     except PolicyLoadError as error:
-        for problem in error.errors:
-            print(problem, file=sys.stderr)
-        return 1
+        return _report_load_errors(error)
     print(f"{len(policy_set.policies)} policies, version {policy_set.version}")
     return 0
 
@@ -227,9 +232,7 @@ def cmd_policy_publish(args: argparse.Namespace, settings: Settings) -> int:
             _engine(settings), settings, args.dir or settings.policies.dir, args.env
         )
     except PolicyLoadError as error:
-        for problem in error.errors:
-            print(problem, file=sys.stderr)
-        return 1
+        return _report_load_errors(error)
     print(f"policy set {version} is {args.env} ({index})")
     return 0
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from control_plane.engine import Engine
+from control_plane.engine import Engine, EngineError
 
 HALF_LIFE_DAYS = 60.0
 MAX_EXTRA = 3.5
@@ -45,15 +45,18 @@ def purchase_boosts(
 
 
 def lookup_purchases(engine: Engine, index: str, user_id: str) -> list[dict[str, Any]]:
-    """The user's purchase rows from the ``user_purchases`` index (empty if none)."""
-    if not engine.index_exists(index):
-        return []
-    response = engine.search(
-        index,
-        {
-            "size": MAX_PRODUCTS,
-            "query": {"term": {"user_id": user_id}},
-            "sort": [{"count": "desc"}, {"product_id": "asc"}],
-        },
-    )
+    """The user's purchase rows from the ``user_purchases`` index (empty if none, or no index)."""
+    try:
+        response = engine.search(
+            index,
+            {
+                "size": MAX_PRODUCTS,
+                "query": {"term": {"user_id": user_id}},
+                "sort": [{"count": "desc"}, {"product_id": "asc"}],
+            },
+        )
+    except EngineError as error:
+        if error.status == 404:
+            return []
+        raise
     return [hit["_source"] for hit in response["hits"]["hits"]]

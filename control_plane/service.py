@@ -13,9 +13,9 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -28,7 +28,7 @@ from control_plane.engine import Engine, EngineError
 from control_plane.executor import Execution, execute
 from control_plane.plan import Composition
 from control_plane.plan_cache import PlanCache, next_boundary
-from control_plane.policy import Policy, PolicySet
+from control_plane.policy import Policy
 from control_plane.renderer import Tier, render
 
 PURCHASES_INDEX = "govsearch-user-purchases"
@@ -51,7 +51,7 @@ class SearchRequest(BaseModel):
 
     intent: str = Field(min_length=1, max_length=512)
     user_id: str | None = Field(default=None, pattern=IDENTIFIER)
-    cohorts: tuple[str, ...] = Field(default=(), max_length=10)
+    cohorts: tuple[Annotated[str, Field(pattern=IDENTIFIER)], ...] = Field(default=(), max_length=10)
     market: str | None = Field(default=None, pattern=r"^[a-z]{2}$")
     page: int = Field(default=1, ge=1, le=100)
     size: int = Field(default=10, ge=1, le=50)
@@ -60,11 +60,6 @@ class SearchRequest(BaseModel):
     @field_validator("cohorts")
     @classmethod
     def _cohorts(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        import re
-
-        for cohort in value:
-            if not re.match(IDENTIFIER, cohort):
-                raise ValueError(f"invalid cohort {cohort!r}")
         return tuple(sorted(set(value)))
 
     @field_validator("intent")
@@ -192,7 +187,7 @@ class SearchService:
         version = live.policy_set.version
         cached = self.cache.get(version, key, now)
         if cached is not None:
-            return Compiled(**{**cached.__dict__, "cached": True})
+            return replace(cached, cached=True)
         purchases = (
             self._pool.submit(
                 _timed,
@@ -302,6 +297,3 @@ def _tier_timings(stages: list[StageTiming], execution: Execution) -> list[Stage
             timings.append(StageTiming(f"tier.{run.tier}", start, start + int(run.took_ms * 1e6)))
     return timings
 
-
-def policy_set_of(service: SearchService) -> PolicySet:
-    return service.snapshot()[0].policy_set

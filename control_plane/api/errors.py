@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 
-from control_plane.engine import EngineError, EngineTimeout, EngineUnavailable
+from control_plane.engine import EngineError
 
 log = logging.getLogger("govsearch.api")
 
@@ -96,13 +96,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(EngineError)
     async def _engine(request: Request, error: EngineError) -> JSONResponse:
-        code = (
-            "engine_timeout"
-            if isinstance(error, EngineTimeout)
-            else "engine_unavailable"
-            if isinstance(error, EngineUnavailable)
-            else "engine_error"
-        )
+        code = error.code
         log.warning("engine failure, failing closed: %s", error)
         return error_response(
             request,

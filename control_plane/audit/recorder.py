@@ -37,7 +37,7 @@ from control_plane.audit.record import (
 from control_plane.audit.sinks import EngineSink, JsonlSink, Sink, SinkError
 from control_plane.audit.telemetry import Telemetry
 from control_plane.config import Settings
-from control_plane.engine import Engine, EngineError, EngineTimeout, EngineUnavailable
+from control_plane.engine import Engine, EngineError
 
 if TYPE_CHECKING:
     from control_plane.service import Outcome, SearchRequest, SearchService
@@ -56,14 +56,7 @@ def error_of(error: BaseException) -> ErrorOut:
     if isinstance(error, ApiError):
         return ErrorOut(code=error.code, message=error.message, status=error.status)
     if isinstance(error, EngineError):
-        code = (
-            "engine_timeout"
-            if isinstance(error, EngineTimeout)
-            else "engine_unavailable"
-            if isinstance(error, EngineUnavailable)
-            else "engine_error"
-        )
-        return ErrorOut(code=code, message=str(error), status=503)
+        return ErrorOut(code=error.code, message=str(error), status=503)
     return ErrorOut(code="internal_error", message=f"{type(error).__name__}: internal error", status=500)
 
 

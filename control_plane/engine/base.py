@@ -14,6 +14,9 @@ EngineKind = Literal["opensearch", "elasticsearch"]
 class EngineError(Exception):
     """The engine answered with an error, or could not be asked."""
 
+    code = "engine_error"
+    """the API error code this failure is reported with"""
+
     def __init__(self, message: str, *, status: int | None = None, info: Any = None) -> None:
         super().__init__(message)
         self.status = status
@@ -23,9 +26,13 @@ class EngineError(Exception):
 class EngineUnavailable(EngineError):
     """The engine could not be reached."""
 
+    code = "engine_unavailable"
+
 
 class EngineTimeout(EngineUnavailable):
     """The engine did not answer within the configured timeout."""
+
+    code = "engine_timeout"
 
 
 def _path(*parts: str) -> str:
