@@ -140,6 +140,7 @@ class SearchService:
         profile: CatalogProfile,
         *,
         env: str = "live",
+        index: str | None = None,
         clock: Clock = utcnow,
         recorder: Recorder | None = None,
     ) -> None:
@@ -149,6 +150,8 @@ class SearchService:
         self.engine = engine
         self.profile = profile
         self.env = env
+        self.index = index
+        """a concrete policies index to serve instead of ``env``'s alias (tests, diffs)"""
         self.clock = clock
         self.catalog = Catalog(engine, profile)
         self.cache: PlanCache[Compiled] = PlanCache(settings.search.plan_cache_size)
@@ -162,9 +165,14 @@ class SearchService:
     # --- snapshot -----------------------------------------------------------------
 
     def snapshot(self) -> tuple[policy_store.LivePolicySet, dict[str, Policy]]:
-        """The policies index the environment's alias points to now, with its set."""
+        """The policies index the environment's alias points to now (or the pinned index),
+        with its set."""
         prefix = self.settings.policies.index_prefix
-        targets = self.engine.alias_targets(policy_store.alias_name(prefix, self.env))
+        targets = (
+            [self.index]
+            if self.index
+            else self.engine.alias_targets(policy_store.alias_name(prefix, self.env))
+        )
         if not targets:
             raise NoLivePolicySet(f"no policy set is published to '{self.env}'")
         index = targets[0]

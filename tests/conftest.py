@@ -19,7 +19,7 @@ from control_plane.engine import Engine, connect
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_ENGINE_PORT = int(os.environ.get("GOVSEARCH_TEST_ENGINE_PORT", "9250"))
-TEST_ENGINE_DIR = ROOT / ".govsearch" / "test-engine"
+TEST_ENGINE_DIR = ROOT / ".govsearch" / f"test-engine-{TEST_ENGINE_PORT}"
 
 
 def _docker_answers() -> bool:
