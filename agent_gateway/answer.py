@@ -1,7 +1,9 @@
 """The grounded answer: what the shopper reads, built from the results and nothing else.
 
 The application assigns citation ids (``[1]``, ``[2]``...) to the top products in rank
-order. The default answer is deterministic and lists them. The optional LLM phrasing is
+order. The default answer is deterministic and lists them, in the shopper's language
+(French or English, :func:`agent_gateway.language.language_of`; prices with a decimal comma
+in French); the citations are the same in both. The optional LLM phrasing is
 sent only the intent and, per product, its citation id, title, brand and price, inside
 ``<results>`` delimiters and declared untrusted. Its output is checked before it is used:
 
@@ -23,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from agent_gateway.language import Language
 from agent_gateway.llm import LlmBadOutput, LlmClient, LlmUnavailable, Message, Usage
 
 ANSWER_PROMPT = (
@@ -77,15 +80,42 @@ def _price(price: float | None) -> str:
     return f"{price:.2f}" if price is not None else "price unknown"
 
 
-def deterministic_answer(intent: str, cards: Sequence[Card], total: int) -> Answer:
+#: the deterministic answer's sentences, per language
+_TEMPLATES: dict[Language, dict[str, str]] = {
+    "en": {
+        "none": 'No products found for "{intent}".',
+        "one": '1 product found for "{intent}". Top result: {listed}.',
+        "many": '{total} products found for "{intent}". Top results: {listed}.',
+        "unknown_price": "price unknown",
+    },
+    "fr": {
+        "none": "Aucun produit trouvé pour « {intent} ».",
+        "one": "1 produit trouvé pour « {intent} ». Meilleur résultat : {listed}.",
+        "many": "{total} produits trouvés pour « {intent} ». Meilleurs résultats : {listed}.",
+        "unknown_price": "prix inconnu",
+    },
+}
+
+
+def _local_price(price: float | None, language: Language) -> str:
+    if price is None:
+        return _TEMPLATES[language]["unknown_price"]
+    text = f"{price:.2f}"
+    return text.replace(".", ",") if language == "fr" else text
+
+
+def deterministic_answer(intent: str, cards: Sequence[Card], total: int, language: Language = "en") -> Answer:
+    """The products listed with their citation ids, in ``language``."""
+    templates = _TEMPLATES[language]
     if not cards:
-        return Answer(f'No products found for "{intent}".', ())
+        return Answer(templates["none"].format(intent=intent), ())
     listed = "; ".join(
         f"[{c.citation}] {c.title or c.product_id}" + (f" ({c.brand})" if c.brand else "")
-        + f", {_price(c.price)}"
+        + f", {_local_price(c.price, language)}"
         for c in cards
     )
-    return Answer(f'{total} products found for "{intent}". Top results: {listed}.', tuple(cards))
+    template = templates["one"] if total == 1 else templates["many"]
+    return Answer(template.format(total=total, intent=intent, listed=listed), tuple(cards))
 
 
 def _untrusted(text: str | None) -> str:
@@ -131,9 +161,10 @@ def check_phrasing(text: str, intent: str, cards: Sequence[Card]) -> str | None:
     return None
 
 
-def phrased_answer(llm: LlmClient, intent: str, cards: Sequence[Card], total: int) -> Answer:
+def phrased_answer(llm: LlmClient, intent: str, cards: Sequence[Card], total: int,
+                   language: Language = "en") -> Answer:
     """The model's phrasing when it passes :func:`check_phrasing`, else the deterministic answer."""
-    fallback = deterministic_answer(intent, cards, total)
+    fallback = deterministic_answer(intent, cards, total, language)
     if not cards:
         return fallback
     try:

@@ -6,6 +6,13 @@ through the same governed pipeline as ``POST /v1/search`` -- guards, policies, f
 tiers -- so the worst a manipulated model can do is make fewer policies fire. Logs carry
 the request id, the client, the flags and the sha256 of the screened message, never the
 message itself.
+
+Every query writes exactly one decision record (``endpoint: "agent"``) through the
+service's recorder: served, abstained, or failed (a refused budget, a message too large,
+the model or the engine down), with the extraction method, flags and refusal code, the
+token usage, the abstention reason and the session id. The message is never recorded; the
+intent is, under the recorder's ``store_raw_intent`` rule. The search the gateway runs is
+not recorded on its own: it is part of this one record.
 """
 
 from __future__ import annotations
@@ -18,8 +25,10 @@ from datetime import datetime
 
 from agent_gateway.answer import Answer, cards_of, deterministic_answer, phrased_answer
 from agent_gateway.budgets import Budgets
-from agent_gateway.extraction import Extraction, Extractor
-from agent_gateway.guardrails import screen
+from agent_gateway.errors import as_api_error
+from agent_gateway.extraction import Extraction, Extractor, Method
+from agent_gateway.guardrails import Screened, screen
+from agent_gateway.language import Language, language_of
 from agent_gateway.llm import LlmClient, Usage
 from agent_gateway.models import (
     AgentQuery,
@@ -32,6 +41,8 @@ from agent_gateway.models import (
 from agent_gateway.sessions import SessionStore, Turn
 from agent_gateway.settings import GatewaySettings
 from control_plane.api.models import SearchResponse
+from control_plane.audit import record as audit
+from control_plane.audit.recorder import AgentTurn, Recorder, error_of
 from control_plane.service import Compiled, Outcome, SearchRequest, SearchService, utcnow
 
 log = logging.getLogger("govsearch.agent")
@@ -49,24 +60,75 @@ def policy_matched(compiled: Compiled) -> bool:
 
 @dataclass(frozen=True)
 class Governed:
-    """A governed search, or the reason the gateway abstained from running it."""
+    """A governed search, or the reason the gateway abstained from running it (with the
+    compiled plan that showed no policy matched)."""
 
     request: SearchRequest
     outcome: Outcome | None
     abstained: str | None = None
+    compiled: Compiled | None = None
 
 
 def governed_search(
-    service: SearchService, request: SearchRequest, *, require_policy_match: bool
+    service: SearchService, request: SearchRequest, *, require_policy_match: bool,
+    now: datetime | None = None,
 ) -> Governed:
-    if require_policy_match and not policy_matched(service.compile(request)):
-        return Governed(request, None, ABSTAIN_GUARDS_ONLY)
-    return Governed(request, service.search(request))
+    if require_policy_match:
+        compiled = service.compile(request, now)
+        if not policy_matched(compiled):
+            return Governed(request, None, ABSTAIN_GUARDS_ONLY, compiled)
+    return Governed(request, service.search(request, now))
 
 
 def _usage(usage: Usage) -> UsageOut:
     return UsageOut(prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
                     total_tokens=usage.total_tokens)
+
+
+def _usage_record(usage: Usage) -> audit.Usage:
+    return audit.Usage(prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
+                       total_tokens=usage.total_tokens)
+
+
+@dataclass
+class _Progress:
+    """What one query has established so far: its decision record is written from this,
+    whether the query is answered or fails half-way."""
+
+    client: str
+    body: AgentQuery
+    method: Method
+    screened: Screened | None = None
+    extraction: Extraction | None = None
+    answer: Answer | None = None
+
+    def turn(self, reason: str | None = None) -> AgentTurn:
+        extraction = None
+        if self.extraction is not None:
+            e = self.extraction
+            extraction = audit.Extraction(method=e.method, flags=list(e.flags), refusal_code=e.refusal_code,
+                                          usage=_usage_record(e.usage))
+        elif self.screened is not None:  # screened, then the model failed
+            extraction = audit.Extraction(method=self.method, flags=list(self.screened.flags))
+        usage = (self.extraction.usage if self.extraction else Usage()) + (
+            self.answer.usage if self.answer else Usage()
+        )
+        answer = None
+        if self.answer is not None:
+            answer = audit.AnswerOut(method=self.answer.method, fallback_reason=self.answer.fallback_reason,
+                                     citations=[c.product_id for c in self.answer.citations])
+        return AgentTurn(
+            client=self.client,
+            session_id=self.body.session_id,
+            cohorts=self.body.cohorts,
+            market=self.body.market,
+            user_id=self.body.user_id,
+            extraction=extraction,
+            intent=self.extraction.intent if self.extraction else None,
+            reason=reason,
+            usage=_usage_record(usage),
+            answer=answer,
+        )
 
 
 def _answer_out(answer: Answer) -> AnswerOut:
@@ -86,6 +148,7 @@ class AgentGateway:
         *,
         llm: LlmClient | None = None,
         clock: Clock = utcnow,
+        recorder: Recorder | None = None,
     ) -> None:
         self.service = service
         self.settings = settings or GatewaySettings()
@@ -98,6 +161,13 @@ class AgentGateway:
                                      max_sessions=self.settings.max_sessions)
         self.budgets = Budgets(requests_per_minute=self.settings.requests_per_minute,
                                tokens_per_day=self.settings.tokens_per_day, clock=clock)
+        self._recorder = recorder
+
+    @property
+    def recorder(self) -> Recorder | None:
+        """Where decision records go: the one given, else the service's (the API's); None:
+        not recorded (a gateway used outside the API)."""
+        return self._recorder if self._recorder is not None else self.service.recorder
 
     @property
     def require_policy_match(self) -> bool:
@@ -106,28 +176,50 @@ class AgentGateway:
         return self.service.settings.search.require_policy_match
 
     def query(self, body: AgentQuery, *, client: str, request_id: str) -> AgentResponse:
-        """Raises ``BudgetExceeded``, ``MessageTooLarge``, ``LlmUnavailable`` or ``EngineError``."""
+        """Answer one message and write its one decision record. Raises ``BudgetExceeded``,
+        ``MessageTooLarge``, ``LlmUnavailable`` or ``EngineError`` (recorded first)."""
+        now = self.service.clock()
+        progress = _Progress(client, body, "llm" if self.llm is not None else "rules")
+        try:
+            response = self._query(body, client, request_id, now, progress)
+        except Exception as error:
+            if self.recorder is not None:
+                self.recorder.agent(request_id, progress.turn(), status="error",
+                                    error=error_of(as_api_error(error)), time=now)
+            raise
+        return response
+
+    def _query(self, body: AgentQuery, client: str, request_id: str, now: datetime,
+               progress: _Progress) -> AgentResponse:
         self.budgets.admit(client)
         screened = screen(body.message, max_chars=self.settings.max_message_chars)
+        progress.screened = screened
         extraction = self.extractor.extract(screened, self.sessions.history(client, body.session_id))
+        progress.extraction = extraction
         self.budgets.charge(client, extraction.usage.total_tokens)
         log.info("agent request %s client=%s method=%s flags=%s message_sha256=%s", request_id, client,
                  extraction.method, ",".join(extraction.flags),
                  hashlib.sha256(screened.text.encode()).hexdigest())
         if extraction.intent is None:
             reason = f"extraction refused: {extraction.refusal}"
-            return self._abstained(request_id, extraction, reason)
+            return self._abstained(request_id, extraction, reason, progress, now)
         request = SearchRequest(intent=extraction.intent, user_id=body.user_id, cohorts=body.cohorts,
                                 market=body.market)
-        governed = governed_search(self.service, request, require_policy_match=self.require_policy_match)
+        governed = governed_search(self.service, request, require_policy_match=self.require_policy_match,
+                                   now=now)
         if governed.outcome is None:
-            return self._abstained(request_id, extraction, governed.abstained or "", extraction.intent)
+            return self._abstained(request_id, extraction, governed.abstained or "", progress, now,
+                                   extraction.intent, governed.compiled)
         from control_plane.api.app import search_response
 
         search = search_response(request_id, request, governed.outcome, self.service.profile)
-        answer = self._answer(extraction.intent, search)
+        answer = self._answer(extraction.intent, search, _language(screened))
+        progress.answer = answer
         self.budgets.charge(client, answer.usage.total_tokens)
         self.sessions.append(client, body.session_id, Turn(screened.text, extraction.intent))
+        if self.recorder is not None:
+            self.recorder.agent(request_id, progress.turn(search.reason), status=search.status,
+                                outcome=governed.outcome, time=now)
         return AgentResponse(
             request_id=request_id,
             status=search.status,
@@ -139,19 +231,24 @@ class AgentGateway:
             usage=_usage(extraction.usage + answer.usage),
         )
 
-    def _answer(self, intent: str, search: SearchResponse) -> Answer:
+    def _answer(self, intent: str, search: SearchResponse, language: Language) -> Answer:
         cards = cards_of(search.hits, self.settings.answer_products)
         if self.settings.llm_answer and self.llm is not None:
-            return phrased_answer(self.llm, intent, cards, search.total)
-        return deterministic_answer(intent, cards, search.total)
+            return phrased_answer(self.llm, intent, cards, search.total, language)
+        return deterministic_answer(intent, cards, search.total, language)
 
     @staticmethod
     def _extraction_out(extraction: Extraction) -> ExtractionOut:
         return ExtractionOut(method=extraction.method, flags=list(extraction.flags),
                              refusal_code=extraction.refusal_code, usage=_usage(extraction.usage))
 
-    def _abstained(self, request_id: str, extraction: Extraction, reason: str,
-                   intent: str | None = None) -> AgentResponse:
+    def _abstained(
+        self, request_id: str, extraction: Extraction, reason: str, progress: _Progress, now: datetime,
+        intent: str | None = None, compiled: Compiled | None = None,
+    ) -> AgentResponse:
+        if self.recorder is not None:
+            self.recorder.agent(request_id, progress.turn(reason), status="abstained", compiled=compiled,
+                                time=now)
         return AgentResponse(
             request_id=request_id,
             status="abstained",
@@ -166,3 +263,8 @@ class AgentGateway:
     def close(self) -> None:
         if self.llm is not None:
             self.llm.close()
+
+
+def _language(screened: Screened) -> Language:
+    """The language of the shopper's message (what they wrote, not just the intent)."""
+    return language_of(screened.text)

@@ -14,10 +14,13 @@ The engine and policies come from the usual configuration (``govsearch.yaml``,
 from __future__ import annotations
 
 import argparse
+import re
+import socket
 import threading
 import uuid
 from collections.abc import Sequence
-from typing import Literal
+from dataclasses import replace
+from typing import Any, Literal
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -26,11 +29,16 @@ from pydantic import BaseModel, ValidationError
 from agent_gateway.answer import cards_of, deterministic_answer
 from agent_gateway.gateway import governed_search
 from agent_gateway.intent_validation import validate_intent
+from agent_gateway.language import language_of
 from agent_gateway.settings import GatewaySettings, gateway_settings
+from control_plane.audit.record import Extraction
+from control_plane.audit.recorder import AgentTurn, Recorder, error_of
 from control_plane.bootstrap import profile_of
 from control_plane.config import load_settings
 from control_plane.engine import connect
-from control_plane.service import SearchRequest, SearchService
+from control_plane.service import IDENTIFIER, SearchRequest, SearchService
+
+MCP_CLIENT = "mcp"
 
 TOOL_DESCRIPTION = (
     "Search the shop's catalog. Pass the shopper's intent as a short phrase in their own words "
@@ -59,7 +67,9 @@ class SearchProductsResult(BaseModel):
 
 
 class ServiceHolder:
-    """The search service, built on first use (the server starts without an engine)."""
+    """The search service and its audit recorder, built on first use (the server starts
+    without an engine). The recorder writes to the configured sink under its own chain,
+    ``<instance id>-mcp``, since this is a separate writer from the HTTP API."""
 
     def __init__(self) -> None:
         self._service: SearchService | None = None
@@ -69,31 +79,56 @@ class ServiceHolder:
         with self._lock:
             if self._service is None:
                 settings = load_settings()
-                self._service = SearchService(settings, connect(settings.engine), profile_of(settings))
+                writer = f"{settings.audit.instance_id or socket.gethostname()}-mcp"
+                audit = settings.audit.model_copy(update={"instance_id": writer})
+                engine = connect(settings.engine)
+                recorder = Recorder.from_settings(settings.model_copy(update={"audit": audit}), engine)
+                self._service = SearchService(settings, engine, profile_of(settings), recorder=recorder)
             return self._service
 
 
 def search_products_sync(service: SearchService, gateway: GatewaySettings, intent: str,
                          user_id: str | None = None, cohorts: Sequence[str] = ()) -> SearchProductsResult:
     rid = uuid.uuid4().hex
+    recorder = service.recorder
+    safe_user = user_id if user_id and re.match(IDENTIFIER, user_id) else None
+    turn = AgentTurn(client=MCP_CLIENT, user_id=safe_user, extraction=Extraction(method="mcp"))
+
+    def record(status: str, **kwargs: Any) -> None:
+        if recorder is not None:
+            recorder.agent(rid, turn, status=status, endpoint="mcp", **kwargs)
+
     verdict = validate_intent(intent, max_chars=gateway.max_intent_chars)
     if verdict.intent is None:
         reason = f"intent refused: {verdict.reason}"
+        turn = replace(turn, reason=reason)
+        record("abstained")
         return SearchProductsResult(request_id=rid, status="abstained", reason=reason, intent=None,
                                     answer=f"I can't search for that: {reason}.")
+    turn = replace(turn, intent=verdict.intent)
     try:
         request = SearchRequest(intent=verdict.intent, user_id=user_id, cohorts=tuple(cohorts))
     except ValidationError as error:
         reason = "invalid arguments: " + "; ".join(e["msg"] for e in error.errors())
+        turn = replace(turn, reason=reason)
+        record("abstained")
         return SearchProductsResult(request_id=rid, status="abstained", reason=reason, intent=verdict.intent,
                                     answer=f"I can't search for that: {reason}.")
+    turn = replace(turn, cohorts=request.cohorts)
     require = (gateway.require_policy_match if gateway.require_policy_match is not None
                else service.settings.search.require_policy_match)
-    governed = governed_search(service, request, require_policy_match=require)
+    try:
+        governed = governed_search(service, request, require_policy_match=require)
+    except Exception as failure:
+        record("error", error=error_of(failure))
+        raise
     if governed.outcome is None:
+        turn = replace(turn, reason=governed.abstained)
+        record("abstained", compiled=governed.compiled)
         return SearchProductsResult(request_id=rid, status="abstained", reason=governed.abstained,
                                     intent=verdict.intent,
                                     answer=f"I can't answer this: {governed.abstained}.")
+    record(governed.outcome.execution.status, outcome=governed.outcome)
     from control_plane.api.app import search_response
 
     search = search_response(rid, request, governed.outcome, service.profile)
@@ -107,7 +142,7 @@ def search_products_sync(service: SearchService, gateway: GatewaySettings, inten
         total=search.total,
         products=[Product(citation=c.citation, product_id=c.product_id, title=c.title, brand=c.brand,
                           price=c.price) for c in cards],
-        answer=deterministic_answer(verdict.intent, cards, search.total).text,
+        answer=deterministic_answer(verdict.intent, cards, search.total, language_of(verdict.intent)).text,
     )
 
 

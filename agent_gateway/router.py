@@ -1,6 +1,10 @@
 """``POST /v1/agent/query``: a whole user message in, a governed search and a grounded
 answer out. Errors use the API's one JSON shape: 413 ``message_too_large``, 429
-``rate_limited``, 503 ``llm_unavailable`` (and the engine's 503s, failing closed)."""
+``rate_limited``, 503 ``llm_unavailable`` (and the engine's 503s, failing closed).
+
+Once the handler runs, the gateway writes the request's one decision record; a request
+refused before (422 body, 413 body size, 422 ``X-Client-Id``) is recorded by the audit
+middleware (``control_plane.audit.router``)."""
 
 from __future__ import annotations
 
@@ -9,10 +13,8 @@ import re
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
-from agent_gateway.budgets import BudgetExceeded
+from agent_gateway.errors import GATEWAY_ERRORS, api_error
 from agent_gateway.gateway import AgentGateway
-from agent_gateway.guardrails import MessageTooLarge
-from agent_gateway.llm import LlmUnavailable
 from agent_gateway.models import AgentQuery, AgentResponse
 from agent_gateway.settings import gateway_settings
 from control_plane.api import errors
@@ -23,6 +25,10 @@ ANONYMOUS = "anonymous"
 
 
 def client_of(request: Request) -> str:
+    """The API key's principal when the request presented one, else ``X-Client-Id``."""
+    principal = getattr(request.state, "principal", None)
+    if principal is not None:
+        return str(principal.name)
     client = request.headers.get("x-client-id")
     if client is None:
         return ANONYMOUS
@@ -48,15 +54,10 @@ def build_agent_router(service: SearchService) -> APIRouter:
         client = client_of(request)
         gateway = gateway_of(request, service)
         rid = errors.request_id(request)
+        request.state.audited = True  # from here on, the gateway writes the one decision record
         try:
             return await run_in_threadpool(gateway.query, body, client=client, request_id=rid)
-        except BudgetExceeded as error:
-            raise ApiError(429, "rate_limited", error.message,
-                           [{"budget": error.budget, "retry_after_s": error.retry_after_s}]) from error
-        except MessageTooLarge as error:
-            raise ApiError(413, "message_too_large", str(error)) from error
-        except LlmUnavailable as error:
-            raise ApiError(503, "llm_unavailable",
-                           f"intent extraction failed and no fallback is configured: {error}") from error
+        except GATEWAY_ERRORS as error:
+            raise api_error(error) from error
 
     return router

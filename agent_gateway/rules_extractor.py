@@ -9,7 +9,8 @@ at the start, and keeps everything else in the shopper's words and language::
 
 It reads one message; conversation history is ignored (a follow-up such as "cheaper ones"
 stays what it is). Punctuation other than decimal separators and hyphens inside words
-becomes a space.
+becomes a space, and the guardrails' redaction placeholders (``[email]``, ``[phone]``) are
+dropped: they are not part of what the shopper wants.
 """
 
 from __future__ import annotations
@@ -46,10 +47,20 @@ _FILLER_FR = (
     r"(?:montrez|trouvez|proposez|conseillez)-moi", r"je souhaite(?: acheter| trouver)?",
     r"quelque chose comme", r"peut-{_E}tre", r"euh+", r"alors", r"bon",
 )
-_FILLER = re.compile(
-    r"(?<![\w'-])(?:" + "|".join(_FILLER_EN + _FILLER_FR) + r")(?:(?<=')|(?![\w'-]))",
-    re.IGNORECASE,
-)
+
+
+def _phrases(*alternatives: str) -> re.Pattern[str]:
+    """Any of ``alternatives`` as whole words (a phrase ending with an apostrophe, ``d'``,
+    may run into the next word)."""
+    return re.compile(r"(?<![\w'-])(?:" + "|".join(alternatives) + r")(?:(?<=')|(?![\w'-]))", re.IGNORECASE)
+
+
+#: redaction placeholders the input guardrails leave (``[email]``, ``[phone]``): not wishes
+_PLACEHOLDER = re.compile(r"\[(?:email|phone)\]")
+_FILLER = _phrases(*_FILLER_EN, *_FILLER_FR)
+#: the filler of one language (``language.language_of`` counts them)
+FILLER_EN = _phrases(*_FILLER_EN)
+FILLER_FR = _phrases(*_FILLER_FR)
 #: articles and quantifiers dropped only at the start of what is left
 _LEADING = re.compile(
     r"^(?:(?:some|any|a few|a|an|the|du|de la|de|des|un|une|le|la|les|quelques|un peu de)(?:\s+|$)"
@@ -59,14 +70,15 @@ _LEADING = re.compile(
 _PUNCT = re.compile(r"(?<!\d)[.,]|[.,](?!\d)|[!?;:()\"«»…]|(?<!\w)-|-(?!\w)")
 
 
-def _normalise(text: str) -> str:
+def normalise(text: str) -> str:
+    """NFC, typographic apostrophes made plain, punctuation made spaces, spaces collapsed."""
     text = unicodedata.normalize("NFC", text).replace("\u2019", "'").replace("\u2018", "'")
     return " ".join(_PUNCT.sub(" ", text).split())
 
 
 def extract_by_rules(message: str) -> str:
     """The shopper's intent: the message without greetings, politeness and filler."""
-    text = _normalise(message)
+    text = normalise(_PLACEHOLDER.sub(" ", message))
     previous = None
     while previous != text:
         previous = text

@@ -39,9 +39,22 @@ def profile_of(settings: Settings) -> CatalogProfile:
 def publish_policies(
     engine: Engine, settings: Settings, directory: str | Path, env: str = "live"
 ) -> tuple[str, str]:
-    policy_set = load_policy_set(resolve(directory))
-    index = policy_store.publish(engine, settings.policies.index_prefix, policy_set, env)
-    return index, policy_set.version
+    """Publish a policy directory straight to ``env``: the operator's bootstrap path, with
+    no review. ``live`` and ``staging`` publications are recorded in the history (with the
+    directory's tests, so they can be exported and promoted from); ``scratch`` is not."""
+    from control_plane.lifecycle.suite import load_suite
+    from control_plane.lifecycle.workflow import Workflow, policy_files
+
+    root = resolve(directory)
+    policy_set = load_policy_set(root)
+    if env == "scratch":
+        index = policy_store.publish(engine, settings.policies.index_prefix, policy_set, env)
+        return index, policy_set.version
+    workflow = Workflow(settings, engine, profile_of(settings))
+    version = workflow.bootstrap(
+        "operator", policy_set, load_suite(root), env, policy_files(root)
+    )
+    return workflow.index_of(version), version
 
 
 def read_personas(path: Path) -> list[dict[str, Any]]:

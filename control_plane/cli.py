@@ -13,6 +13,7 @@ from typing import Any
 from control_plane import local_engine
 from control_plane.audit.cli import add_audit_commands
 from control_plane.config import Settings, load_settings
+from control_plane.lifecycle.cli import LifecycleCliError, add_keys_commands, add_policy_actions
 
 Command = Callable[[argparse.Namespace, Settings], int]
 
@@ -278,7 +279,10 @@ def add_search_commands(commands: Any) -> None:
     demo.add_argument("--port", type=int)
     demo.set_defaults(run=cmd_demo)
 
-    policy = commands.add_parser("policy", help="policy sets: check, publish")
+    policy = commands.add_parser(
+        "policy",
+        help="policy sets: check, test, lint, diff, apply, approve, promote, rollback, disable, ...",
+    )
     actions = policy.add_subparsers(dest="policy_command", required=True, metavar="ACTION")
     check = actions.add_parser(
         "check", help="load and validate a policy directory; list every error"
@@ -291,6 +295,7 @@ def add_search_commands(commands: Any) -> None:
     publish.add_argument("dir", nargs="?")
     publish.add_argument("--env", default="live", choices=["live", "staging"])
     publish.set_defaults(run=cmd_policy_publish)
+    add_policy_actions(actions)
 
 
 # --- parser ---------------------------------------------------------------------
@@ -329,6 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_search_commands(commands)
     add_audit_commands(commands)
+    add_keys_commands(commands)
     return parser
 
 
@@ -339,7 +345,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = load_settings(args.config)
         run: Command = args.run
         return run(args, settings)
-    except CliError as error:
+    except (CliError, LifecycleCliError) as error:
         print(f"govsearch: error: {error}", file=sys.stderr)
         return 1
     except (ValueError, FileNotFoundError) as error:

@@ -59,6 +59,14 @@ class ApiSettings(Section):
     max_body_bytes: int = 16_384
 
 
+class AuthSettings(Section):
+    """API keys (see ``control_plane.lifecycle.keys``): where their hashes are kept, and
+    whether the search endpoints need one too (workflow and audit endpoints always do)."""
+
+    keys_index: str = "govsearch-api-keys"
+    search_requires_key: bool = False
+
+
 class LlmSettings(Section):
     base_url: str | None = None
     model: str = "gpt-4o-mini"
@@ -92,6 +100,7 @@ class Settings(Section):
     policies: PolicySettings = PolicySettings()
     search: SearchSettings = SearchSettings()
     api: ApiSettings = ApiSettings()
+    auth: AuthSettings = AuthSettings()
     llm: LlmSettings = LlmSettings()
     audit: AuditSettings = AuditSettings()
     telemetry: TelemetrySettings = TelemetrySettings()
@@ -104,7 +113,10 @@ ENV_OVERRIDES: dict[str, tuple[str, str]] = {
     "GOVSEARCH_ENGINE_TIMEOUT": ("engine", "timeout_s"),
     "GOVSEARCH_CATALOG_PROFILE": ("catalog", "profile"),
     "GOVSEARCH_POLICIES_DIR": ("policies", "dir"),
+    "GOVSEARCH_POLICIES_INDEX_PREFIX": ("policies", "index_prefix"),
     "GOVSEARCH_MIN_HITS": ("search", "min_hits"),
+    "GOVSEARCH_KEYS_INDEX": ("auth", "keys_index"),
+    "GOVSEARCH_SEARCH_REQUIRES_KEY": ("auth", "search_requires_key"),
     "GOVSEARCH_LLM_BASE_URL": ("llm", "base_url"),
     "GOVSEARCH_LLM_MODEL": ("llm", "model"),
     "GOVSEARCH_LLM_API_KEY": ("llm", "api_key"),

@@ -18,6 +18,31 @@ EXAMPLES: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
+DEMO_PRINCIPALS: list[tuple[str, list[str]]] = [
+    ("merchandiser", ["author"]),
+    ("reviewer", ["approver"]),
+    ("auditor", ["auditor"]),
+    ("storefront", ["search"]),
+    ("admin", ["admin"]),
+]
+
+
+def demo_keys(engine: Any, settings: Settings) -> dict[str, str]:
+    """Fresh keys for the demo principals (earlier demo keys are revoked)."""
+    from datetime import UTC, datetime
+
+    from control_plane.lifecycle.keys import KeyStore
+
+    store = KeyStore(engine, settings.auth.keys_index)
+    now = datetime.now(UTC)
+    for entry in store.list():
+        if entry.get("label") == "demo" and not entry.get("revoked_at"):
+            store.revoke(entry["key_id"], now)
+    return {
+        name: store.create(name, roles, now, label="demo")[0] for name, roles in DEMO_PRINCIPALS
+    }
+
+
 def run(settings: Settings, host: str, port: int) -> int:
     import json
 
@@ -52,6 +77,14 @@ def run(settings: Settings, host: str, port: int) -> int:
         print(
             f"  curl -s http://{host}:{port}/v1/search -H 'content-type: application/json' -d '{body}'"
         )
+    keys = demo_keys(engine, settings)
+    print("\nAPI keys (workflow and audit endpoints need one; roles in docs/lifecycle.md):")
+    for name, roles in DEMO_PRINCIPALS:
+        print(f"  {name:<13} {','.join(roles):<9} {keys[name]}")
+    base = f"http://{host}:{port}/v1/policies"
+    print("Try the workflow:")
+    print(f"  curl -s {base}/environments/live -H 'authorization: Bearer {keys['reviewer']}'")
+    print(f"  curl -s '{base}/history?limit=5' -H 'authorization: Bearer {keys['auditor']}'")
     print(flush=True)
     app = create_app(SearchService(settings, engine, profile_of(settings)))
     uvicorn.run(app, host=host, port=port, log_level="warning")

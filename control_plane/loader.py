@@ -86,6 +86,28 @@ def load_policy_set(directory: Path | str) -> PolicySet:
     return _freeze([p for p, _ in policies], [v for v, _ in vocabularies], governance)
 
 
+def policy_locations(directory: Path | str) -> dict[str, str]:
+    """Policy id -> ``"file:line"`` of its ``id`` key (file relative to the directory), for
+    every policy document of the directory that has a string id, valid or not. For an id
+    defined twice, the first file in load order wins. Reads the files as the loader does,
+    validates nothing and raises nothing (unreadable files are simply absent)."""
+    root = Path(directory)
+    if not root.is_dir():
+        return {}
+    reading = _Reading(root)
+    found: dict[str, str] = {}
+    for path in reading.policy_files():
+        for source, data in reading.documents(path):
+            items = list(enumerate(data)) if isinstance(data, list) else [(None, data)]
+            for index, item in items:
+                if not isinstance(item, dict) or not isinstance(item.get("id"), str):
+                    continue
+                base: Loc = () if index is None else (index,)
+                line, _ = _position(source.node, (*base, "id"))
+                found.setdefault(item["id"], f"{source.file}:{line}")
+    return found
+
+
 def build_policy_set(
     policies: Sequence[Policy], vocabularies: Sequence[Vocabulary], governance: Governance
 ) -> PolicySet:

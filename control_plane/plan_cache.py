@@ -1,7 +1,9 @@
 """Plan cache: compiled plans keyed by (policy-set version, normalised intent, cohorts,
-market, user). Dropped whole when the policy-set version changes. An entry also expires
-at the next active-window boundary of any policy in the set, so a campaign that starts
-at midnight is never hidden by a plan cached the evening before."""
+market, user). Dropped whole when the policy-set version changes. An entry holds only
+between the active-window boundaries around the time it was compiled for: it expires at
+the next one, so a campaign that starts at midnight is never hidden by a plan cached the
+evening before, and a request for an earlier time (a fixed ``now`` in a test, a replay)
+never gets a plan compiled for a later window."""
 
 from __future__ import annotations
 
@@ -28,10 +30,22 @@ def next_boundary(policy_set: PolicySet, now: datetime) -> datetime | None:
     return min(edges, default=None)
 
 
+def previous_boundary(policy_set: PolicySet, now: datetime) -> datetime | None:
+    """The latest window start or end at or before ``now`` (None: no boundary behind)."""
+    edges = [
+        edge
+        for policy in policy_set.policies
+        if policy.active is not None
+        for edge in (policy.active.start, policy.active.until)
+        if edge is not None and edge <= now
+    ]
+    return max(edges, default=None)
+
+
 class PlanCache(Generic[T]):
     def __init__(self, max_entries: int) -> None:
         self.max_entries = max_entries
-        self._entries: OrderedDict[Hashable, tuple[T, datetime | None]] = OrderedDict()
+        self._entries: OrderedDict[Hashable, tuple[T, datetime | None, datetime | None]] = OrderedDict()
         self._version: str | None = None
         self._lock = threading.Lock()
         self.hits = 0
@@ -43,21 +57,33 @@ class PlanCache(Generic[T]):
                 self._entries.clear()
                 self._version = version
             entry = self._entries.get(key)
-            if entry is None or (entry[1] is not None and now >= entry[1]):
+            if (
+                entry is None
+                or (entry[1] is not None and now >= entry[1])
+                or (entry[2] is not None and now < entry[2])
+            ):
                 self.misses += 1
                 return None
             self._entries.move_to_end(key)
             self.hits += 1
             return entry[0]
 
-    def put(self, version: str, key: Hashable, value: T, expires: datetime | None) -> None:
+    def put(
+        self,
+        version: str,
+        key: Hashable,
+        value: T,
+        expires: datetime | None,
+        since: datetime | None = None,
+    ) -> None:
+        """Cache ``value`` for times in ``[since, expires)`` (None: unbounded)."""
         if self.max_entries <= 0:
             return
         with self._lock:
             if version != self._version:
                 self._entries.clear()
                 self._version = version
-            self._entries[key] = (value, expires)
+            self._entries[key] = (value, expires, since)
             self._entries.move_to_end(key)
             while len(self._entries) > self.max_entries:
                 self._entries.popitem(last=False)

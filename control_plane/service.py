@@ -27,7 +27,7 @@ from control_plane.config import Settings
 from control_plane.engine import Engine, EngineError
 from control_plane.executor import Execution, execute
 from control_plane.plan import Composition
-from control_plane.plan_cache import PlanCache, next_boundary
+from control_plane.plan_cache import PlanCache, next_boundary, previous_boundary
 from control_plane.policy import Policy
 from control_plane.renderer import Tier, render
 
@@ -230,7 +230,13 @@ class SearchService:
             composition=composition,
             personalization=boosts,
         )
-        self.cache.put(version, key, compiled, next_boundary(live.policy_set, now))
+        self.cache.put(
+            version,
+            key,
+            compiled,
+            next_boundary(live.policy_set, now),
+            previous_boundary(live.policy_set, now),
+        )
         return compiled
 
     def _context(self, request: SearchRequest) -> ComposeContext:

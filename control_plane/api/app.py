@@ -1,4 +1,5 @@
-"""The search API: ``POST /v1/search``, ``POST /v1/compile``, ``/healthz``, ``/readyz``."""
+"""The HTTP API: search (``POST /v1/search``, ``POST /v1/compile``), ``/healthz``,
+``/readyz``; the agent gateway, workflow (``/v1/policies``) and audit routers are included."""
 
 from __future__ import annotations
 
@@ -6,13 +7,17 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from fastapi import FastAPI, Request, Response
+from fastapi import Depends, FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from control_plane.api import errors
+from control_plane.api.auth import search_guard
 from control_plane.api.models import CompileResponse, Health, HitOut, SearchResponse
+from control_plane.api.policies import router as policies_router
 from control_plane.engine import EngineError
+from control_plane.lifecycle.keys import KeyStore
+from control_plane.lifecycle.workflow import Workflow
 from control_plane.service import Outcome, SearchRequest, SearchService
 
 
@@ -61,10 +66,16 @@ def create_app(service: SearchService) -> FastAPI:
         title="govsearch",
         version="0.1.0",
         description="Deterministic policy control plane for e-commerce search.",
-        responses={code: {"model": errors.ErrorResponse} for code in (400, 413, 422, 503)},
+        responses={
+            code: {"model": errors.ErrorResponse}
+            for code in (400, 401, 403, 404, 409, 413, 422, 503)
+        },
     )
     app.state.service = service
+    app.state.keys = KeyStore(service.engine, service.settings.auth.keys_index)
+    app.state.workflow = Workflow(service.settings, service.engine, service.profile)
     errors.install(app)
+    search_key = [Depends(search_guard(service.settings.auth.search_requires_key))]
     from control_plane.audit.router import install as install_audit  # lazy: import cycle
     from control_plane.audit.router import recorded_search
 
@@ -82,12 +93,12 @@ def create_app(service: SearchService) -> FastAPI:
             )
         return await call_next(request)
 
-    @app.post("/v1/search", response_model=SearchResponse, tags=["search"])
+    @app.post("/v1/search", response_model=SearchResponse, tags=["search"], dependencies=search_key)
     async def search(body: SearchRequest, request: Request) -> SearchResponse:
         outcome = await recorded_search(request, body)  # service.search, with its decision record
         return search_response(errors.request_id(request), body, outcome, service.profile)
 
-    @app.post("/v1/compile", response_model=CompileResponse, tags=["search"])
+    @app.post("/v1/compile", response_model=CompileResponse, tags=["search"], dependencies=search_key)
     async def compile_(body: SearchRequest, request: Request) -> CompileResponse:
         compiled = await run_in_threadpool(service.compile, body)
         dsl = service.render(compiled, body, "strict")
@@ -128,6 +139,7 @@ def create_app(service: SearchService) -> FastAPI:
 
     from agent_gateway.router import build_agent_router  # lazy: the agent gateway is an edge module
 
-    app.include_router(build_agent_router(service))
+    app.include_router(build_agent_router(service), dependencies=search_key)
+    app.include_router(policies_router)
     install_audit(app, service)  # audit routes, /metrics, recorder (last: outermost middleware)
     return app

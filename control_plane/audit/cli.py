@@ -1,4 +1,6 @@
-"""``govsearch audit show REQUEST_ID | verify [--sink FILE] | replay REQUEST_ID [--version V]``."""
+"""``govsearch audit show REQUEST_ID | verify [--sink FILE | --engine [--index I]] | replay REQUEST_ID
+[--version V]``. ``show`` and ``replay`` read the configured sink (``audit.sink``); ``verify``
+reads the configured sink too, unless ``--sink`` or ``--engine`` says otherwise."""
 
 from __future__ import annotations
 
@@ -45,13 +47,16 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
     lines: Iterable[tuple[int, str]]
     if args.engine or (settings.audit.sink == "engine" and not args.sink):
         sink = EngineSink(_engine(settings), args.index or settings.audit.index)
+        if not sink.engine.index_exists(sink.index):
+            raise CliError(f"no audit index at {sink.describe()}")
+        # documents in (writer, sequence) order, numbered from 1: the "line" of a break
         lines = ((n, json.dumps(r)) for n, r in enumerate(sink.scan(), start=1))
-        where = sink.describe()
+        where, unit = sink.describe(), "record"
     else:
         path = Path(args.sink or settings.audit.path)
         if not path.is_file():
             raise CliError(f"no audit log at {path}")
-        lines, where = JsonlSink(path).lines(), str(path)
+        lines, where, unit = JsonlSink(path).lines(), str(path), "line"
     report = verify_lines(lines)
     if args.json:
         _print_json(report.as_json())
@@ -61,7 +66,8 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
             print(f"  head {writer}: sequence {sequence} hash {digest}")
     else:
         b = report.broken
-        print(f"BROKEN at line {b.line} (request {b.request_id}, writer {b.writer}): {b.problem}: {b.detail}")
+        where_broken = f"{unit} {b.line} (request {b.request_id}, writer {b.writer})"
+        print(f"BROKEN at {where_broken}: {b.problem}: {b.detail}")
         print(f"  {report.records} records verified before it")
     return 0 if report.ok else 2
 

@@ -3,7 +3,8 @@ of the same intents where it did not fire (another version, a window, a cohort).
 
 Rates are per request: ``zero_result_rate`` (no results), ``click_through_rate`` (at
 least one click), ``add_to_cart_rate`` and ``conversion_rate`` (at least one purchase).
-Failed requests are left out. The comparison is None when no such request exists.
+Failed requests and agent abstentions (no search was served) are left out. The comparison
+is None when no such request exists.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def figures(records: list[dict[str, Any]], events: dict[str, set[str]]) -> dict[
 def impact(
     policy_id: str, records: Iterable[dict[str, Any]], events: Iterable[dict[str, Any]]
 ) -> dict[str, Any]:
-    served = [r for r in records if not r.get("error")]
+    served = [r for r in records if not r.get("error") and r.get("status") != "abstained"]
     kinds: dict[str, set[str]] = {}
     for event in events:
         kinds.setdefault(event["request_id"], set()).add(event["type"])

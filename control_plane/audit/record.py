@@ -3,7 +3,8 @@ stages returned (never parsed back out of log text).
 
 With ``audit.store_raw_intent: false`` a record keeps the intent's sha256 and a redacted
 form only; every other place the intent's words could appear (span texts, the residual,
-captures, the user id) is redacted or hashed too, and the DSL is kept as its sha256.
+captures, the user id, the agent's session id) is redacted or hashed too, and the DSL is
+kept as its sha256. An agent request's message is never recorded, whatever the setting.
 """
 
 from __future__ import annotations
@@ -46,13 +47,38 @@ class Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class Usage(Model):
+    """Model tokens, as the completions reported them."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+
 class Extraction(Model):
-    """How the intent was obtained (filled by the agent gateway; None for direct search)."""
+    """How the intent was obtained (filled by the agent gateway; None for direct search).
+    The message itself is never recorded, nor an intent the validation refused."""
 
     method: str
-    """``llm``, ``deterministic``, ... """
+    """``llm`` or ``rules``"""
     flags: list[str] = []
-    """guardrail flags, e.g. ``injection_suspected``"""
+    """input guardrail flags: injection heuristics (``ignore_instructions``, ...), redacted PII
+    (``pii_email``, ``pii_phone``), ``control_characters``, ``llm_fallback``"""
+    refusal_code: str | None = None
+    """why the extracted intent was refused (``empty``, ``structure``, ...), else None"""
+    usage: Usage | None = None
+    """the extraction's model tokens"""
+
+
+class AnswerOut(Model):
+    """How the agent gateway answered (never the answer's text, which quotes the intent)."""
+
+    method: str
+    """``deterministic`` or ``llm``"""
+    fallback_reason: str | None = None
+    """why the model's phrasing was not served"""
+    citations: list[str] = []
+    """the cited product ids, by citation number"""
 
 
 class RequestParams(Model):
@@ -87,6 +113,10 @@ class DecisionRecord(Model):
     """ISO 8601, UTC"""
     client: str | None = None
     endpoint: str = "search"
+    """``search`` (``POST /v1/search``) or ``agent`` (``POST /v1/agent/query``)"""
+    session_id: str | None = None
+    """the agent conversation the request belongs to (agent requests with a session); its
+    sha256 (``sha256:...``) when raw storage is off"""
     intent: str | None = None
     """the cleaned intent; None when raw storage is off"""
     intent_sha256: str | None = None
@@ -111,12 +141,18 @@ class DecisionRecord(Model):
     cached: bool = False
     status: str = "ok"
     """``ok``, ``no_results``, ``abstained`` or ``error``"""
+    reason: str | None = None
+    """agent requests: why the gateway abstained, or the search's ``no_results`` reason"""
     tier: str | None = None
     tiers: list[TierRunOut] = []
     hits: int = 0
     hit_ids: list[str] = []
     """the product ids served on the page (for click-through)"""
     latency_ms: dict[str, float] = {}
+    usage: Usage | None = None
+    """agent requests: the model tokens of the whole request (extraction and phrasing)"""
+    answer: AnswerOut | None = None
+    """agent requests that searched: how the answer was produced and what it cites"""
     error: ErrorOut | None = None
     writer: str = ""
     sequence: int = -1
@@ -182,11 +218,17 @@ def intent_fields(intent: str | None, raw: bool) -> dict[str, Any]:
     }
 
 
+def pseudonym(identifier: str | None, raw: bool) -> str | None:
+    """An identifier as is, or ``sha256:<hex>`` when raw storage is off (still comparable)."""
+    return identifier if raw or identifier is None else "sha256:" + sha256_text(identifier)
+
+
 def request_params(
     cohorts: tuple[str, ...], market: str | None, user_id: str | None, page: int, size: int, raw: bool
 ) -> RequestParams:
-    user = user_id if raw or user_id is None else "sha256:" + sha256_text(user_id)
-    return RequestParams(cohorts=list(cohorts), market=market, user_id=user, page=page, size=size)
+    return RequestParams(
+        cohorts=list(cohorts), market=market, user_id=pseudonym(user_id, raw), page=page, size=size
+    )
 
 
 def intent_key(record: dict[str, Any]) -> str | None:

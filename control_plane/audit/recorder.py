@@ -17,6 +17,7 @@ import threading
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,13 +25,16 @@ from typing import TYPE_CHECKING, Any
 from control_plane.audit.chain import Chain, Head
 from control_plane.audit.metrics import Metrics
 from control_plane.audit.record import (
+    AnswerOut,
     DecisionRecord,
     ErrorOut,
     EventRecord,
     Extraction,
     TierRunOut,
+    Usage,
     explanation_fields,
     intent_fields,
+    pseudonym,
     request_params,
     sha256_json,
 )
@@ -40,7 +44,7 @@ from control_plane.config import Settings
 from control_plane.engine import Engine, EngineError
 
 if TYPE_CHECKING:
-    from control_plane.service import Outcome, SearchRequest, SearchService
+    from control_plane.service import Compiled, Outcome, SearchRequest, SearchService
 
 log = logging.getLogger("govsearch.audit")
 
@@ -58,6 +62,56 @@ def error_of(error: BaseException) -> ErrorOut:
     if isinstance(error, EngineError):
         return ErrorOut(code=error.code, message=str(error), status=503)
     return ErrorOut(code="internal_error", message=f"{type(error).__name__}: internal error", status=500)
+
+
+@dataclass(frozen=True)
+class AgentTurn:
+    """What the agent gateway reports about one ``POST /v1/agent/query`` for its record.
+    There is deliberately no field for the message: it is never recorded."""
+
+    client: str | None = None
+    session_id: str | None = None
+    cohorts: tuple[str, ...] = ()
+    market: str | None = None
+    user_id: str | None = None
+    extraction: Extraction | None = None
+    intent: str | None = None
+    """the validated intent, when the extraction produced one"""
+    reason: str | None = None
+    usage: Usage | None = None
+    answer: AnswerOut | None = None
+
+
+def _compiled_fields(compiled: Compiled, raw: bool, served: bool = True) -> dict[str, Any]:
+    """What the plan says. ``served=False`` (the agent abstained after compiling): the
+    policies matched, but nothing was applied to a search."""
+    explanation = explanation_fields(json.loads(compiled.composition.explanation.model_dump_json()), raw)
+    fields: dict[str, Any] = {
+        "policy_set_version": compiled.policy_set_version,
+        "cached": compiled.cached,
+        **intent_fields(compiled.intent, raw),
+        **explanation,
+    }
+    if served:
+        fields["applied_policies"] = list(compiled.composition.plan.applied)
+        fields["plan_sha256"] = sha256_json(json.loads(compiled.composition.plan.model_dump_json()))
+    else:
+        fields["applied"] = []
+    return fields
+
+
+def _outcome_fields(outcome: Outcome, raw: bool) -> dict[str, Any]:
+    execution = outcome.execution
+    return {
+        **_compiled_fields(outcome.compiled, raw),
+        "dsl_sha256": sha256_json(execution.dsl),
+        "status": execution.status,
+        "tier": execution.tier,
+        "tiers": [TierRunOut(tier=r.tier, total=r.total, took_ms=r.took_ms) for r in execution.runs],
+        "hits": execution.total,
+        "hit_ids": [hit.id for hit in execution.hits],
+        "latency_ms": dict(outcome.latency_ms),
+    }
 
 
 class ChainedLog:
@@ -209,9 +263,10 @@ class Recorder:
         endpoint: str = "search",
         status: str | None = None,
     ) -> dict[str, Any] | None:
-        compiled, execution = outcome.compiled, outcome.execution
         raw = self.store_raw_intent
-        explanation = json.loads(compiled.composition.explanation.model_dump_json())
+        fields = _outcome_fields(outcome, raw)
+        if status is not None:
+            fields["status"] = status
         record = DecisionRecord(
             request_id=request_id,
             time=_iso(time or self.clock()),
@@ -221,22 +276,55 @@ class Recorder:
             request=request_params(
                 request.cohorts, request.market, request.user_id, request.page, request.size, raw
             ),
-            policy_set_version=compiled.policy_set_version,
-            applied_policies=list(compiled.composition.plan.applied),
-            plan_sha256=sha256_json(json.loads(compiled.composition.plan.model_dump_json())),
-            dsl_sha256=sha256_json(execution.dsl),
-            cached=compiled.cached,
-            status=status or execution.status,
-            tier=execution.tier,
-            tiers=[TierRunOut(tier=r.tier, total=r.total, took_ms=r.took_ms) for r in execution.runs],
-            hits=execution.total,
-            hit_ids=[hit.id for hit in execution.hits],
-            latency_ms=dict(outcome.latency_ms),
-            **intent_fields(compiled.intent, raw),
-            **explanation_fields(explanation, raw),
+            **fields,
         )
         data = record.model_dump(mode="json")
         self._write(data, outcome.stages)
+        return data
+
+    def agent(
+        self,
+        request_id: str,
+        turn: AgentTurn,
+        *,
+        status: str,
+        outcome: Outcome | None = None,
+        compiled: Compiled | None = None,
+        error: ErrorOut | None = None,
+        time: datetime | None = None,
+        endpoint: str = "agent",
+    ) -> dict[str, Any]:
+        """The one record of an agent request (``endpoint``: ``agent`` for
+        ``/v1/agent/query``, ``mcp`` for the MCP tool): served (``outcome``), abstained after
+        compiling (``compiled``: what matched, nothing applied), abstained before (a refused
+        extraction), or failed (``error``; ``status`` is then ``error``)."""
+        from control_plane.matcher import clean_intent
+
+        raw = self.store_raw_intent
+        fields: dict[str, Any]
+        if outcome is not None:
+            fields = _outcome_fields(outcome, raw)
+        elif compiled is not None:
+            fields = _compiled_fields(compiled, raw, served=False)
+        else:
+            fields = intent_fields(clean_intent(turn.intent) if turn.intent else None, raw)
+        fields["status"] = "error" if error is not None else status
+        record = DecisionRecord(
+            request_id=request_id,
+            time=_iso(time or self.clock()),
+            client=turn.client,
+            endpoint=endpoint,
+            session_id=pseudonym(turn.session_id, raw),
+            extraction=turn.extraction,
+            request=request_params(turn.cohorts, turn.market, turn.user_id, 1, 10, raw),
+            reason=turn.reason,
+            usage=turn.usage,
+            answer=turn.answer,
+            error=error,
+            **fields,
+        )
+        data = record.model_dump(mode="json")
+        self._write(data, outcome.stages if outcome is not None else ())
         return data
 
     def failure(

@@ -1,9 +1,8 @@
 """The audit API, outcome events and ``/metrics``; and the hooks ``create_app`` uses to
 record every ``/v1/search``.
 
-TODO(auth): these routes are open for now. The auditor role (API keys with roles) comes
-with the lifecycle issue; ``/v1/audit/*`` must then require ``auditor`` or ``admin`` and
-``/v1/events`` the ``search`` role.
+``/v1/audit/*`` needs an API key with the ``auditor`` role (or ``admin``); ``/v1/events``
+is a search-side call: open, or the ``search`` role when ``auth.search_requires_key`` is on.
 """
 
 from __future__ import annotations
@@ -14,11 +13,12 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any, Literal
 
-from fastapi import APIRouter, FastAPI, Query, Request, Response
+from fastapi import APIRouter, Depends, FastAPI, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from control_plane.api import errors
+from control_plane.api.auth import require, search_guard
 from control_plane.audit import impact as impact_stage
 from control_plane.audit import replay as replay_stage
 from control_plane.audit.metrics import CONTENT_TYPE
@@ -27,7 +27,8 @@ from control_plane.audit.recorder import Recorder, parse_time
 from control_plane.service import IDENTIFIER, Outcome, SearchRequest, SearchService
 
 CLIENT_HEADER = "x-govsearch-client"
-RECORDED_PATHS = ("/v1/search",)
+RECORDED_PATHS = {"/v1/search": "search", "/v1/agent/query": "agent"}
+"""path -> the record's ``endpoint``; the agent gateway records its own requests once its handler runs"""
 
 
 def recorder_of(request: Request) -> Recorder:
@@ -36,9 +37,13 @@ def recorder_of(request: Request) -> Recorder:
 
 
 def client_of(request: Request) -> str | None:
-    """Who asked: the ``X-Govsearch-Client`` header when it is a plain identifier.
-    (The API key's principal replaces it with the lifecycle issue.)"""
-    value = request.headers.get(CLIENT_HEADER)
+    """Who asked: the API key's principal when the request presented one (search keys are
+    required with ``auth.search_requires_key``), else the ``X-Client-Id`` (or
+    ``X-Govsearch-Client``) header when it is a plain identifier."""
+    principal = getattr(request.state, "principal", None)
+    if principal is not None:
+        return str(principal.name)
+    value = request.headers.get("x-client-id") or request.headers.get(CLIENT_HEADER)
     return value if value and re.match(IDENTIFIER, value) else None
 
 
@@ -60,6 +65,10 @@ def install(app: FastAPI, service: SearchService) -> Recorder:
     recorder.watch(service)
     app.state.recorder = recorder
     app.include_router(router)
+    app.include_router(audit_router, dependencies=[Depends(require("auditor"))])
+    app.include_router(
+        events_router, dependencies=[Depends(search_guard(service.settings.auth.search_requires_key))]
+    )
 
     @app.middleware("http")
     async def record_refused(
@@ -78,7 +87,8 @@ def install(app: FastAPI, service: SearchService) -> Recorder:
                 status=response.status_code,
             )
             await run_in_threadpool(
-                recorder.failure, errors.request_id(request), error, client=client_of(request)
+                recorder.failure, errors.request_id(request), error, client=client_of(request),
+                endpoint=RECORDED_PATHS[request.url.path],
             )
         return response
 
@@ -86,6 +96,8 @@ def install(app: FastAPI, service: SearchService) -> Recorder:
 
 
 router = APIRouter()
+audit_router = APIRouter()
+events_router = APIRouter()
 
 
 def _time(value: str | None, name: str) -> datetime | None:
@@ -111,12 +123,12 @@ async def metrics(request: Request) -> Response:
     return Response(recorder_of(request).metrics.render(), media_type=CONTENT_TYPE)
 
 
-@router.get("/v1/audit/decisions/{request_id}", tags=["audit"])
+@audit_router.get("/v1/audit/decisions/{request_id}", tags=["audit"])
 async def decision(request_id: str, request: Request) -> dict[str, Any]:
     return await run_in_threadpool(_record, recorder_of(request), request_id)
 
 
-@router.get("/v1/audit/decisions", tags=["audit"])
+@audit_router.get("/v1/audit/decisions", tags=["audit"])
 async def decisions(
     request: Request,
     policy_id: str | None = None,
@@ -141,7 +153,7 @@ class ReplayBody(BaseModel):
     policy_set_version: str | None = Field(default=None, max_length=64)
 
 
-@router.post("/v1/audit/replay", tags=["audit"])
+@audit_router.post("/v1/audit/replay", tags=["audit"])
 async def replay(body: ReplayBody, request: Request) -> dict[str, Any]:
     recorder = recorder_of(request)
     record = await run_in_threadpool(_record, recorder, body.request_id)
@@ -164,7 +176,7 @@ class EventBody(BaseModel):
     rating: int | None = Field(default=None, ge=1, le=5)
 
 
-@router.post("/v1/events", tags=["audit"], status_code=201)
+@events_router.post("/v1/events", tags=["audit"], status_code=201)
 async def event(body: EventBody, request: Request) -> dict[str, Any]:
     recorder = recorder_of(request)
     await run_in_threadpool(_record, recorder, body.request_id)
@@ -176,7 +188,7 @@ async def event(body: EventBody, request: Request) -> dict[str, Any]:
     return await run_in_threadpool(recorder.event, record)
 
 
-@router.get("/v1/audit/policies/{policy_id}/impact", tags=["audit"])
+@audit_router.get("/v1/audit/policies/{policy_id}/impact", tags=["audit"])
 async def impact(
     policy_id: str, request: Request, since: str | None = None, until: str | None = None
 ) -> dict[str, Any]:

@@ -81,6 +81,26 @@ def test_french_message_keeps_its_language(rules_client: TestClient) -> None:
     assert body["status"] in ("ok", "no_results")
 
 
+def test_the_answer_speaks_the_shoppers_language(rules_client: TestClient) -> None:
+    french = rules_client.post(
+        "/v1/agent/query", json={"message": "Bonjour, je cherche du chocolat pas cher s'il vous plait"}
+    ).json()
+    english = rules_client.post("/v1/agent/query", json={"message": "Hi, I'm looking for chocolate"}).json()
+    assert french["status"] == english["status"] == "ok"
+    fr_total, en_total = french["search"]["total"], english["search"]["total"]
+    assert french["answer"]["text"].startswith(f"{fr_total} produits trouvés pour « chocolat pas cher ». ")
+    assert english["answer"]["text"].startswith(f'{en_total} products found for "chocolate". ')
+    for body in (french, english):  # citations: app-assigned, in rank order, whatever the language
+        citations = body["answer"]["citations"]
+        assert [c["id"] for c in citations] == list(range(1, len(citations) + 1))
+        hits = body["search"]["hits"][: len(citations)]
+        assert [c["product_id"] for c in citations] == [h["id"] for h in hits]
+        for citation in citations:
+            assert f"[{citation['id']}]" in body["answer"]["text"]
+    prices = [h["price"] for h in french["search"]["hits"][: len(french["answer"]["citations"])]]
+    assert all(f"{p:.2f}".replace(".", ",") in french["answer"]["text"] for p in prices if p is not None)
+
+
 def test_message_size_cap_and_error_shape(rules_client: TestClient) -> None:
     response = rules_client.post("/v1/agent/query", json={"message": "a" * 2001})
     assert response.status_code == 413

@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from agent_gateway.answer import Card, answer_messages, check_phrasing, deterministic_answer
+from agent_gateway.language import language_of
 
 CARDS = (
     Card(1, "p-1", "Dark Chocolate 70%", "Acme", 2.49),
@@ -21,6 +22,43 @@ def test_deterministic_answer_lists_products_with_app_assigned_citations() -> No
 def test_deterministic_answer_without_results() -> None:
     answer = deterministic_answer("unicorn steak", (), 0)
     assert answer.text == 'No products found for "unicorn steak".' and answer.citations == ()
+
+
+def test_deterministic_answer_in_french_keeps_the_citations() -> None:
+    english = deterministic_answer("chocolate", CARDS, 42)
+    french = deterministic_answer("chocolat pas cher", CARDS, 42, "fr")
+    assert french.text.startswith("42 produits trouvés pour « chocolat pas cher ». Meilleurs résultats : ")
+    assert "[1] Dark Chocolate 70% (Acme), 2,49" in french.text and "[2] Milk chocolate, 1,20" in french.text
+    assert french.citations == english.citations
+    two = deterministic_answer("chocolat pas cher", CARDS[:2], 2, "fr").text
+    assert check_phrasing(two, "chocolat pas cher", CARDS[:2]) is None  # decimal commas are its numbers
+    assert deterministic_answer("licorne", (), 0, "fr").text == "Aucun produit trouvé pour « licorne »."
+    one = deterministic_answer("chocolat", CARDS[:1], 1, "fr").text
+    assert one.startswith("1 produit trouvé pour « chocolat ». Meilleur résultat : [1]")
+    assert deterministic_answer("chocolate", CARDS[:1], 1).text.startswith(
+        '1 product found for "chocolate". Top result: [1]'
+    )
+    unknown = Card(1, "p-9", None, None, None)
+    assert "p-9, prix inconnu" in deterministic_answer("x", (unknown,), 1, "fr").text
+
+
+@pytest.mark.parametrize(
+    ("text", "language"),
+    [
+        ("Bonjour, je cherche du chocolat pas cher sans arachide s'il vous plait", "fr"),
+        ("Hi! I'm looking for some cheap chocolate please", "en"),
+        ("chocolat pas cher sans arachide", "fr"),
+        ("J\u2019aimerais du fromage", "fr"),
+        ("crème fraîche", "fr"),
+        ("moins cher", "fr"),
+        ("cheap chocolate without peanuts", "en"),
+        ("cheaper ones", "en"),
+        ("chocolate", "en"),  # nothing to tell: English, like the rest of the API
+        ("tofu", "en"),
+    ],
+)
+def test_language_of(text: str, language: str) -> None:
+    assert language_of(text) == language
 
 
 def test_product_text_is_delimited_and_cannot_close_the_delimiter() -> None:

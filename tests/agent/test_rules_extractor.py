@@ -32,3 +32,9 @@ def test_rules_extractor_keeps_negations_and_qualifiers() -> None:
     # "pas" and "sans" carry meaning; "without" too: none of them is filler.
     assert extract_by_rules("je veux du fromage pas cher sans lactose") == "fromage pas cher sans lactose"
     assert extract_by_rules("I need cookies without nuts") == "cookies without nuts"
+
+
+def test_redaction_placeholders_are_not_part_of_the_intent() -> None:
+    # the guardrails turn e-mails and phone numbers into [email] / [phone] before extraction
+    assert extract_by_rules("Bonjour, du chocolat noir svp, [email] ou [phone]") == "chocolat noir ou"
+    assert extract_by_rules("[phone] oranges please") == "oranges"

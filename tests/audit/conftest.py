@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -46,7 +47,12 @@ def make_client(
         recorder = jsonl_recorder(tmp_path, store_raw_intent=store_raw_intent, telemetry=telemetry)
         svc = SearchService(settings, engine_ or engine, profile_of(settings), recorder=recorder)
         services.append(svc)
-        client = TestClient(create_app(svc), raise_server_exceptions=False)
+        app = create_app(svc)
+        client = TestClient(app, raise_server_exceptions=False)
+        keys = getattr(app.state, "keys", None)
+        if keys is not None and engine_ is None:  # API keys: the audit API needs the auditor role
+            key, _ = keys.create("test-auditor", ["auditor"], datetime.now(UTC))
+            client.headers["Authorization"] = f"Bearer {key}"
         clients.append(client)
         return client, recorder
 

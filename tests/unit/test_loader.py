@@ -34,7 +34,9 @@ def demo() -> PolicySet:
 def policy_files(root: Path) -> list[Path]:
     return sorted(
         p for p in root.rglob("*.yaml")
-        if p.parts[len(root.parts)] not in ("vocabularies", "tests") and p.name != "governance.yaml"
+        if p.parts[len(root.parts)] != "vocabularies"
+        and "tests" not in p.parts[len(root.parts):-1]
+        and p.name != "governance.yaml"
     )
 
 

@@ -1,0 +1,61 @@
+"""API keys on requests: ``Authorization: Bearer gsk_...`` (or ``X-Api-Key``) names the
+principal; :func:`require` turns a set of roles into a FastAPI dependency. A missing key
+answers 401 ``missing_api_key``, an unknown or revoked one 401 ``invalid_api_key``, a key
+without the role 403 ``forbidden_role``."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from fastapi import Request
+from starlette.concurrency import run_in_threadpool
+
+from control_plane.api.errors import ApiError
+from control_plane.lifecycle.keys import AuthError, KeyStore, Principal
+
+HEADER = "x-api-key"
+
+
+def presented_key(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    if header.lower().startswith("bearer "):
+        return header[7:].strip() or None
+    return request.headers.get(HEADER) or None
+
+
+async def authenticate(request: Request) -> Principal:
+    keys: KeyStore = request.app.state.keys
+    try:
+        principal = await run_in_threadpool(keys.authenticate, presented_key(request))
+    except AuthError as error:
+        raise ApiError(401, error.code, str(error)) from error
+    request.state.principal = principal
+    return principal
+
+
+def require(*roles: str) -> Callable[[Request], Awaitable[Principal]]:
+    """A dependency: the request's principal, which must hold one of ``roles`` (or admin)."""
+
+    async def dependency(request: Request) -> Principal:
+        principal = await authenticate(request)
+        if not principal.has(*roles):
+            raise ApiError(
+                403,
+                "forbidden_role",
+                f"{principal.name} may not call {request.method} {request.url.path}:"
+                f" it needs the role {' or '.join(roles)}"
+                f" (has: {', '.join(sorted(principal.roles))})",
+            )
+        return principal
+
+    return dependency
+
+
+def search_guard(required: bool) -> Callable[[Request], Awaitable[Principal | None]]:
+    """The search endpoints' dependency: the ``search`` role when ``required``, else open."""
+    check = require("search")
+
+    async def dependency(request: Request) -> Principal | None:
+        return await check(request) if required else None
+
+    return dependency

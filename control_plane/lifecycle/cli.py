@@ -1,0 +1,466 @@
+"""``govsearch policy ...`` (the lifecycle) and ``govsearch keys ...``: parsing and printing.
+
+Commands that change an environment or record a result authenticate with an API key
+(``--api-key`` or ``GOVSEARCH_API_KEY``), exactly like the HTTP API: the same workflow,
+the same roles, the same refusals. ``policy test DIR`` and ``policy lint DIR`` work on a
+local directory and need no key (they record nothing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from control_plane.config import Settings, project_path
+
+
+class LifecycleCliError(Exception):
+    """A one-line reason (printed as ``govsearch: error: ...``, exit code 1)."""
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False))
+
+
+def _engine(settings: Settings) -> Any:
+    from control_plane.engine import EngineError, connect
+
+    try:
+        return connect(settings.engine)
+    except EngineError as error:
+        raise LifecycleCliError(f"{error} (start one with: govsearch engine start)") from error
+
+
+def _workflow(settings: Settings, engine: Any = None) -> Any:
+    from control_plane.bootstrap import profile_of
+    from control_plane.lifecycle.workflow import Workflow
+
+    return Workflow(settings, engine or _engine(settings), profile_of(settings))
+
+
+def _principal(args: argparse.Namespace, workflow: Any) -> Any:
+    from control_plane.lifecycle.keys import AuthError, KeyStore
+
+    key = args.api_key or os.environ.get("GOVSEARCH_API_KEY")
+    try:
+        return KeyStore(workflow.engine, workflow.settings.auth.keys_index).authenticate(key)
+    except AuthError as error:
+        raise LifecycleCliError(f"{error} (--api-key or GOVSEARCH_API_KEY)") from error
+
+
+def _now(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _refusals(run: Any) -> Any:
+    """Turn workflow refusals and policy-load errors into CLI output and exit codes."""
+
+    def command(args: argparse.Namespace, settings: Settings) -> int:
+        from control_plane.errors import PolicyLoadError
+        from control_plane.lifecycle.suite import SuiteLoadError
+        from control_plane.lifecycle.workflow import Refused
+
+        try:
+            code: int = run(args, settings)
+            return code
+        except Refused as refused:
+            print(f"govsearch: refused ({refused.code}): {refused.message}", file=sys.stderr)
+            return 2
+        except (PolicyLoadError, SuiteLoadError) as error:
+            for problem in error.errors:
+                print(problem, file=sys.stderr)
+            return 1
+
+    return command
+
+
+def _state(state: Any, as_json: bool) -> None:
+    data = state.as_json()
+    if as_json:
+        _print_json(data)
+        return
+    test = data["last_test"]
+    print(f"version {data['version']}")
+    print(f"  environments: {', '.join(data['environments']) or '-'}")
+    print(f"  authors:      {', '.join(data['authors']) or '-'}")
+    print(f"  tests:        {data['cases']} cases; last run: "
+          + (f"{'passed' if test['passed'] else 'FAILED'} by {test['actor']} at {test['time']}"
+             if test else "never"))
+    print(f"  approvals:    {', '.join(a['principal'] for a in data['approvals']) or '-'}")
+
+
+# --- local: test, lint, diff --------------------------------------------------------------
+
+
+def cmd_test(args: argparse.Namespace, settings: Settings) -> int:
+    from control_plane import policy_store
+    from control_plane.lifecycle.runner import run_suite
+    from control_plane.lifecycle.suite import load_suite
+    from control_plane.loader import load_policy_set
+
+    if args.version:
+        workflow = _workflow(settings)
+        report = workflow.test(_principal(args, workflow), args.version)
+    else:
+        directory = project_path(args.dir or settings.policies.dir)
+        policy_set = load_policy_set(directory)
+        suite = load_suite(directory)
+        workflow = _workflow(settings)
+        index = policy_store.write_index(workflow.engine, settings.policies.index_prefix, policy_set)
+        from control_plane.service import SearchService
+
+        service = SearchService(settings, workflow.engine, workflow.profile, index=index)
+        try:
+            report = run_suite(service, suite)
+        finally:
+            service.close()
+    if args.json:
+        _print_json(report.as_json())
+    else:
+        print(report.human())
+    return 0 if report.passed else 1
+
+
+def cmd_lint(args: argparse.Namespace, settings: Settings) -> int:
+    from control_plane.lifecycle import lint
+
+    if args.version:
+        findings = _workflow(settings).lint(args.version)
+    else:
+        directory = project_path(args.dir or settings.policies.dir)
+        mapping = json.loads(project_path("mappings/catalog.json").read_text(encoding="utf-8"))
+        tested = None
+        if not args.no_tests:
+            from control_plane.lifecycle.suite import SuiteLoadError, load_suite
+
+            try:
+                tested = load_suite(directory).policy_ids()
+            except SuiteLoadError:
+                tested = None  # broken test files are `policy test`'s to report
+        from control_plane.bootstrap import profile_of
+
+        findings = lint.lint_directory(
+            directory, mapping=mapping, now=_now(args.now) or datetime.now(UTC),
+            tested_policy_ids=tested, profile=profile_of(settings),
+        )
+    if args.json:
+        _print_json({"findings": [f.as_json() for f in findings]})
+    else:
+        for finding in findings:
+            print(f"{finding.location}: {finding.severity}: {finding.code}: {finding.message}")
+        errors = sum(f.severity == "error" for f in findings)
+        print(f"{len(findings)} findings, {errors} errors")
+    return 1 if lint.has_errors(findings) else 0
+
+
+def cmd_diff(args: argparse.Namespace, settings: Settings) -> int:
+    from control_plane import policy_store
+    from control_plane.lifecycle import regression
+    from control_plane.loader import load_policy_set
+    from control_plane.service import SearchService
+
+    workflow = _workflow(settings)
+    requests = regression.load_queries(project_path(args.queries))
+    now = _now(args.now) or datetime.now(UTC)
+
+    def service_for(target: str, default_env: str) -> SearchService:
+        if Path(target).is_dir():
+            policy_set = load_policy_set(target)
+            index = policy_store.write_index(workflow.engine, settings.policies.index_prefix, policy_set)
+        else:
+            index = workflow.index_of(workflow.resolve_version(target, default_env))
+        return SearchService(settings, workflow.engine, workflow.profile, index=index)
+
+    before, after = service_for(args.from_, "live"), service_for(args.to, "staging")
+    try:
+        result = regression.behaviour_diff(before, after, requests, now=now, top=args.top)
+    finally:
+        before.close()
+        after.close()
+    if args.json:
+        _print_json(result.as_json())
+    else:
+        print(result.human())
+    return 0
+
+
+# --- workflow -------------------------------------------------------------------------------
+
+
+def cmd_apply(args: argparse.Namespace, settings: Settings) -> int:
+    workflow = _workflow(settings)
+    state = workflow.apply_directory(
+        _principal(args, workflow), project_path(args.dir), args.reason
+    )
+    _state(state, args.json)
+    return 0
+
+
+def cmd_approve(args: argparse.Namespace, settings: Settings) -> int:
+    workflow = _workflow(settings)
+    _state(workflow.approve(_principal(args, workflow), args.version, args.comment), args.json)
+    return 0
+
+
+def cmd_promote(args: argparse.Namespace, settings: Settings) -> int:
+    workflow = _workflow(settings)
+    _state(workflow.promote(_principal(args, workflow), args.version, args.reason), args.json)
+    return 0
+
+
+def cmd_rollback(args: argparse.Namespace, settings: Settings) -> int:
+    workflow = _workflow(settings)
+    _state(workflow.rollback(_principal(args, workflow), args.to, args.reason), args.json)
+    return 0
+
+
+def cmd_disable(args: argparse.Namespace, settings: Settings) -> int:
+    workflow = _workflow(settings)
+    _state(workflow.disable(_principal(args, workflow), args.policy_id, args.reason), args.json)
+    return 0
+
+
+def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
+    workflow = _workflow(settings)
+    _state(workflow.version_state(args.version or "staging"), args.json)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
+    from control_plane.lifecycle.export import export_policy_set
+
+    workflow = _workflow(settings)
+    environment = workflow.environment(args.env)
+    try:
+        written = export_policy_set(
+            environment.policy_set,
+            args.dir,
+            suite=workflow.suite_of(environment.version),
+            files=workflow.files_of(environment.version),
+        )
+    except FileExistsError as error:
+        raise LifecycleCliError(str(error)) from error
+    print(f"{args.env} ({environment.version}): {len(written)} files written to {args.dir}")
+    return 0
+
+
+def cmd_history(args: argparse.Namespace, settings: Settings) -> int:
+    events = _workflow(settings).history(
+        env=args.env, action=args.action, policy_id=args.policy, version=args.version,
+        outcome=None if args.refusals else "done", limit=args.limit,
+    )
+    if args.json:
+        _print_json({"events": [e.as_json() for e in events]})
+        return 0
+    for event in events:
+        what = (event.diff or {}).get("summary") or event.reason or ""
+        status = f" REFUSED {event.code}" if event.outcome == "refused" else ""
+        print(
+            f"{event.time}  {event.actor:<12} {event.action:<9}{status} {event.env or '':<7}"
+            f" {(event.version or '')[:12]:<12}  {what}"
+        )
+    return 0
+
+
+def cmd_suggest(args: argparse.Namespace, settings: Settings) -> int:
+    from control_plane.audit.recorder import Recorder
+    from control_plane.lifecycle import suggest
+    from control_plane.loader import dump_policy_yaml
+
+    workflow = _workflow(settings)
+    principal = None if args.dry_run else _principal(args, workflow)
+    records = Recorder.from_settings(settings, workflow.engine).decision_records(None, None)
+    signals = suggest.mine(records)
+    existing = workflow.environment("live").policy_set
+    drafts = None
+    if settings.llm.base_url:
+        from openai import OpenAI
+
+        client = OpenAI(
+            base_url=settings.llm.base_url, api_key=settings.llm.api_key or "unused",
+            timeout=settings.llm.timeout_s, max_retries=0,
+        )
+        try:
+            drafts = suggest.suggest_llm(
+                signals, client=client, model=settings.llm.model, existing=existing,
+                timeout_s=settings.llm.timeout_s,
+            )
+        except suggest.SuggestionError as error:
+            print(f"the model failed ({error}); deterministic suggestions instead", file=sys.stderr)
+    if drafts is None:
+        drafts = suggest.suggest_rules(
+            signals, probe=suggest.catalog_probe(workflow.engine, workflow.profile), existing=existing
+        )
+    print(f"{len(signals)} signals in the decision log; {len(drafts)} suggested policies", file=sys.stderr)
+    for draft in drafts:
+        print(f"---\n{dump_policy_yaml(draft)}", end="")
+    if args.dry_run or not drafts:
+        return 0
+    state = workflow.suggest(principal, drafts, f"{len(drafts)} suggestions from {len(signals)} signals")
+    if state is None:
+        print("every suggestion is in staging already", file=sys.stderr)
+        return 0
+    print(f"staging is now {state.version}: test, review and promote it like any change", file=sys.stderr)
+    return 0
+
+
+# --- keys ---------------------------------------------------------------------------------
+
+
+def cmd_keys_create(args: argparse.Namespace, settings: Settings) -> int:
+    from control_plane.lifecycle.keys import KeyStore
+
+    store = KeyStore(_engine(settings), settings.auth.keys_index)
+    try:
+        key, principal = store.create(args.principal, args.role, datetime.now(UTC), args.label)
+    except ValueError as error:
+        raise LifecycleCliError(str(error)) from error
+    print(key)
+    print(f"{principal.name} ({', '.join(sorted(principal.roles))}), key id {principal.key_id};"
+          " the key is shown once: store it now", file=sys.stderr)
+    return 0
+
+
+def cmd_keys_list(args: argparse.Namespace, settings: Settings) -> int:
+    from control_plane.lifecycle.keys import KeyStore
+
+    entries = KeyStore(_engine(settings), settings.auth.keys_index).list()
+    if args.json:
+        _print_json(entries)
+    for entry in [] if args.json else entries:
+        state = f"revoked {entry['revoked_at']}" if entry.get("revoked_at") else "active"
+        print(f"{entry['key_id']}  {entry['principal']:<14} {','.join(entry['roles']):<24} {state}")
+    return 0
+
+
+def cmd_keys_revoke(args: argparse.Namespace, settings: Settings) -> int:
+    from control_plane.lifecycle.keys import KeyStore
+
+    if not KeyStore(_engine(settings), settings.auth.keys_index).revoke(args.key_id, datetime.now(UTC)):
+        raise LifecycleCliError(f"no key with id {args.key_id}")
+    print(f"revoked {args.key_id}")
+    return 0
+
+
+# --- parser -------------------------------------------------------------------------------
+
+
+def _keyed(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--api-key", help="API key (default: $GOVSEARCH_API_KEY)")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def add_policy_actions(actions: Any) -> None:
+    test = actions.add_parser(
+        "test", help="run the policy tests of a directory (or of a registered version, recorded)"
+    )
+    test.add_argument("dir", nargs="?", help="policy directory (default: configuration)")
+    test.add_argument("--version", help="test this registered version or environment instead (needs a key)")
+    _keyed(test)
+    test.set_defaults(run=_refusals(cmd_test))
+
+    lint = actions.add_parser("lint", help="static analysis: every finding with code, severity, location")
+    lint.add_argument("dir", nargs="?", help="policy directory (default: configuration)")
+    lint.add_argument("--version", help="lint this registered version or environment instead")
+    lint.add_argument("--now", help="evaluate windows at this ISO time (default: now)")
+    lint.add_argument("--no-tests", action="store_true", help="do not report untested policies")
+    lint.add_argument("--json", action="store_true", help="print JSON")
+    lint.set_defaults(run=_refusals(cmd_lint))
+
+    diff = actions.add_parser(
+        "diff", help="replay intents on two versions; list every plan or top-results change"
+    )
+    diff.add_argument("--from", dest="from_", default="live", help="VERSION, live or staging (default live)")
+    diff.add_argument("--to", default="staging", help="DIR, VERSION, staging or live (default staging)")
+    diff.add_argument(
+        "--queries", default="policies/regression/queries.txt",
+        help="intents: .txt (one per line) or .yaml/.json (list of requests)",
+    )
+    diff.add_argument("--now", help="evaluate both sides at this ISO time (default: now)")
+    diff.add_argument("--top", type=int, default=10, help="compare this many top results (default 10)")
+    diff.add_argument("--json", action="store_true", help="print JSON")
+    diff.set_defaults(run=_refusals(cmd_diff))
+
+    apply = actions.add_parser("apply", help="write a policy directory (with its tests) to staging")
+    apply.add_argument("dir")
+    apply.add_argument("--env", default="staging", choices=["staging"],
+                       help="only staging: live changes through promote")
+    apply.add_argument("--reason")
+    _keyed(apply)
+    apply.set_defaults(run=_refusals(cmd_apply))
+
+    approve = actions.add_parser("approve", help="approve a version (not your own)")
+    approve.add_argument("version", nargs="?", help="VERSION (12+ characters) or staging (default)")
+    approve.add_argument("--comment")
+    _keyed(approve)
+    approve.set_defaults(run=_refusals(cmd_approve))
+
+    promote = actions.add_parser("promote", help="make a tested, approved version live")
+    promote.add_argument("version", nargs="?", help="VERSION or staging (default)")
+    promote.add_argument("--reason")
+    _keyed(promote)
+    promote.set_defaults(run=_refusals(cmd_promote))
+
+    rollback = actions.add_parser("rollback", help="restore a version that was live before")
+    rollback.add_argument("--to", help="VERSION (default: the one live before the current one)")
+    rollback.add_argument("--reason")
+    _keyed(rollback)
+    rollback.set_defaults(run=_refusals(cmd_rollback))
+
+    disable = actions.add_parser("disable", help="kill switch: disable a policy on live now")
+    disable.add_argument("policy_id")
+    disable.add_argument("--reason", required=True)
+    _keyed(disable)
+    disable.set_defaults(run=_refusals(cmd_disable))
+
+    status = actions.add_parser("status", help="a version's authors, tests, approvals, environments")
+    status.add_argument("version", nargs="?", help="VERSION, staging (default) or live")
+    status.add_argument("--json", action="store_true", help="print JSON")
+    status.set_defaults(run=_refusals(cmd_status))
+
+    export = actions.add_parser("export", help="write an environment back to a policy directory")
+    export.add_argument("dir", help="a new (or empty) directory")
+    export.add_argument("--env", default="live", choices=["live", "staging"])
+    export.set_defaults(run=_refusals(cmd_export))
+
+    history = actions.add_parser("history", help="every version change: who, when, why, what")
+    history.add_argument("--env", choices=["live", "staging"])
+    history.add_argument("--action")
+    history.add_argument("--policy", help="only changes touching this policy id")
+    history.add_argument("--version")
+    history.add_argument("--refusals", action="store_true", help="include refused actions")
+    history.add_argument("--limit", type=int, default=50)
+    history.add_argument("--json", action="store_true", help="print JSON")
+    history.set_defaults(run=_refusals(cmd_history))
+
+    suggest = actions.add_parser(
+        "suggest", help="draft policies from the decision log into staging (origin llm or rules)"
+    )
+    suggest.add_argument("--dry-run", action="store_true", help="print the drafts only")
+    _keyed(suggest)
+    suggest.set_defaults(run=_refusals(cmd_suggest))
+
+
+def add_keys_commands(commands: Any) -> None:
+    keys = commands.add_parser("keys", help="API keys: create, list, revoke (direct engine access)")
+    actions = keys.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
+    create = actions.add_parser("create", help="create a key; print it once")
+    create.add_argument("--principal", required=True, help="who the key identifies")
+    create.add_argument("--role", action="append", required=True,
+                        help="search, author, approver, auditor or admin (repeatable)")
+    create.add_argument("--label", help="a note, e.g. 'merchandising UI'")
+    create.set_defaults(run=cmd_keys_create)
+    listing = actions.add_parser("list", help="list keys (never their secrets)")
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(run=cmd_keys_list)
+    revoke = actions.add_parser("revoke", help="revoke a key by its id")
+    revoke.add_argument("key_id")
+    revoke.set_defaults(run=cmd_keys_revoke)

@@ -1,0 +1,261 @@
+"""The lifecycle's memory, in the engine: a registry of versions and test suites, and an
+append-only history of every change.
+
+Two indices per policies prefix:
+
+* ``PREFIX-registry``: one document per policy-set version (``version:<sha256>``: its
+  index, parent and when it was first written) and one per test suite
+  (``suite:<sha256>``: the cases). Both are written once (``op_type=create``) and never
+  changed, like the policies indices they describe.
+* ``PREFIX-history``: one event per action (apply, draft, test, approve, promote,
+  rollback, disable, bootstrap, suggest) and per refusal, with its actor, time, reason,
+  the environment and versions involved, and the policy diff. Nothing is updated or
+  deleted; every state the workflow needs (who authored a version, which tests passed,
+  who approved it, what was live before) is read back from these events.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from control_plane.engine import Engine, EngineError
+
+_KEYWORD = {"type": "keyword"}
+_OPAQUE = {"type": "object", "enabled": False}
+
+REGISTRY_MAPPING: dict[str, Any] = {
+    "settings": {"number_of_shards": 1, "number_of_replicas": 0},
+    "mappings": {
+        "dynamic": False,
+        "properties": {
+            "type": _KEYWORD,
+            "version": _KEYWORD,
+            "index": _KEYWORD,
+            "parent": _KEYWORD,
+            "sha256": _KEYWORD,
+            "created_at": {"type": "date"},
+            "suite": _OPAQUE,
+            "files": _OPAQUE,
+        },
+    },
+}
+
+HISTORY_MAPPING: dict[str, Any] = {
+    "settings": {"number_of_shards": 1, "number_of_replicas": 0},
+    "mappings": {
+        "dynamic": False,
+        "properties": {
+            "event_id": _KEYWORD,
+            "seq": {"type": "long"},
+            "time": {"type": "date"},
+            "actor": _KEYWORD,
+            "action": _KEYWORD,
+            "outcome": _KEYWORD,
+            "code": _KEYWORD,
+            "env": _KEYWORD,
+            "version": _KEYWORD,
+            "previous_version": _KEYWORD,
+            "suite_sha256": _KEYWORD,
+            "policy_ids": _KEYWORD,
+            "reason": {"type": "text"},
+            "diff": _OPAQUE,
+            "details": _OPAQUE,
+        },
+    },
+}
+
+ACTIONS = (
+    "bootstrap", "apply", "draft", "tests", "test", "approve", "promote", "rollback", "disable",
+    "suggest",
+)
+
+
+def iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class Event:
+    """One history event, as stored."""
+
+    event_id: str
+    seq: int
+    time: str
+    actor: str
+    action: str
+    outcome: str = "done"
+    """``done``, or ``refused`` (with ``code``)"""
+    code: str | None = None
+    env: str | None = None
+    version: str | None = None
+    previous_version: str | None = None
+    suite_sha256: str | None = None
+    policy_ids: tuple[str, ...] = ()
+    reason: str | None = None
+    diff: Mapping[str, Any] | None = None
+    details: Mapping[str, Any] | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        data = {
+            "event_id": self.event_id,
+            "seq": self.seq,
+            "time": self.time,
+            "actor": self.actor,
+            "action": self.action,
+            "outcome": self.outcome,
+            "code": self.code,
+            "env": self.env,
+            "version": self.version,
+            "previous_version": self.previous_version,
+            "suite_sha256": self.suite_sha256,
+            "policy_ids": list(self.policy_ids),
+            "reason": self.reason,
+            "diff": dict(self.diff) if self.diff is not None else None,
+            "details": dict(self.details) if self.details is not None else None,
+        }
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Event:
+        return cls(**{**data, "policy_ids": tuple(data.get("policy_ids") or ())})
+
+
+class LifecycleStore:
+    """Registry and history for one policies prefix."""
+
+    def __init__(self, engine: Engine, prefix: str) -> None:
+        self.engine = engine
+        self.registry = f"{prefix}-registry"
+        self.history = f"{prefix}-history"
+        self._ready = False
+
+    def ensure(self) -> None:
+        if self._ready:
+            return
+        for name, mapping in ((self.registry, REGISTRY_MAPPING), (self.history, HISTORY_MAPPING)):
+            if not self.engine.index_exists(name):
+                try:
+                    self.engine.create_index(name, mapping)
+                except EngineError as error:  # created meanwhile by another process
+                    if "already_exists" not in str(error) and "already exists" not in str(error):
+                        raise
+        self._ready = True
+
+    # --- registry -----------------------------------------------------------------
+
+    def _create_once(self, doc_id: str, document: Mapping[str, Any]) -> None:
+        self.ensure()
+        try:
+            self.engine.request(
+                "PUT",
+                f"/{self.registry}/_create/{doc_id}",
+                body=document,
+                params={"refresh": "true"},
+            )
+        except EngineError as error:
+            if error.status != 409:  # 409: written before, and immutable
+                raise
+
+    def register_version(
+        self,
+        version: str,
+        index: str,
+        parent: str | None,
+        at: datetime,
+        files: Mapping[str, str] | None = None,
+    ) -> None:
+        """``files``: policy id -> the file it was authored in (for export)."""
+        self._create_once(
+            f"version:{version}",
+            {"type": "version", "version": version, "index": index, "parent": parent,
+             "created_at": iso(at), "files": dict(files or {})},
+        )
+
+    def version(self, version: str) -> dict[str, Any] | None:
+        self.ensure()
+        found = self.engine.get_document(self.registry, f"version:{version}")
+        return found["_source"] if found else None
+
+    def find_version(self, prefix: str) -> str | None:
+        """The full version a 12+ character prefix names, if exactly one does."""
+        self.ensure()
+        result = self.engine.search(
+            self.registry,
+            {"size": 2, "query": {"bool": {"filter": [
+                {"term": {"type": "version"}}, {"prefix": {"version": prefix}},
+            ]}}, "_source": ["version"]},
+        )
+        hits = result["hits"]["hits"]
+        return str(hits[0]["_source"]["version"]) if len(hits) == 1 else None
+
+    def save_suite(self, sha256: str, suite: Mapping[str, Any]) -> None:
+        self._create_once(f"suite:{sha256}", {"type": "suite", "sha256": sha256, "suite": suite})
+
+    def suite(self, sha256: str) -> dict[str, Any] | None:
+        self.ensure()
+        found = self.engine.get_document(self.registry, f"suite:{sha256}")
+        return found["_source"]["suite"] if found else None
+
+    # --- history ------------------------------------------------------------------
+
+    def record(self, event: Event) -> Event:
+        self.ensure()
+        self.engine.index_document(self.history, event.event_id, event.as_json(), refresh=True)
+        return event
+
+    def new_event(self, actor: str, action: str, at: datetime, **fields: Any) -> Event:
+        seq = time.time_ns()
+        return Event(
+            event_id=f"{seq:020d}-{uuid.uuid4().hex[:8]}",
+            seq=seq,
+            time=iso(at),
+            actor=actor,
+            action=action,
+            **fields,
+        )
+
+    def events(
+        self,
+        *,
+        env: str | None = None,
+        action: str | Sequence[str] | None = None,
+        version: str | None = None,
+        policy_id: str | None = None,
+        actor: str | None = None,
+        outcome: str | None = "done",
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = 1000,
+        newest_first: bool = True,
+    ) -> list[Event]:
+        """History events matching every filter given, newest first by default."""
+        self.ensure()
+        filters: list[dict[str, Any]] = []
+        for field, value in (
+            ("env", env), ("version", version), ("policy_ids", policy_id), ("actor", actor),
+            ("outcome", outcome),
+        ):
+            if value is not None:
+                filters.append({"term": {field: value}})
+        if action is not None:
+            actions = [action] if isinstance(action, str) else list(action)
+            filters.append({"terms": {"action": actions}})
+        window: dict[str, str] = {}
+        if since is not None:
+            window["gte"] = iso(since)
+        if until is not None:
+            window["lt"] = iso(until)
+        if window:
+            filters.append({"range": {"time": window}})
+        body = {
+            "size": limit,
+            "query": {"bool": {"filter": filters}},
+            "sort": [{"seq": "desc" if newest_first else "asc"}, {"event_id": "asc"}],
+        }
+        result = self.engine.search(self.history, body)
+        return [Event.from_json(hit["_source"]) for hit in result["hits"]["hits"]]

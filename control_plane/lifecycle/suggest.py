@@ -1,0 +1,576 @@
+"""Suggested policies, mined from the decision log.
+
+:func:`mine` reads decision records and finds three signals, aggregated per normalised
+intent (clean, casefolded):
+
+- ``zero_results``: the search found nothing (status ``no_results``, or 0 hits);
+- ``fallback_tier``: the search was served by a tier other than ``strict``;
+- ``reformulation``: in one session (``session_id``), a zero-result or fallback search was
+  followed within :data:`REFORMULATION_WINDOW` by a different intent served by ``strict``.
+
+Two drafters turn signals into draft policies (``enabled``, priority :data:`PRIORITY`,
+owner ``suggestions``, an ``exact`` trigger on the intent, ids ``suggested-<slug>``, a
+description citing the evidence). Both write ``rewrite`` and ``synonyms`` rules only, and
+both skip an intent an existing policy already triggers on exactly:
+
+- :func:`suggest_rules` (``origin: rules``) is deterministic: a reformulation becomes a
+  rewrite to what the shoppers typed next; a zero-result or fallback intent a rewrite to
+  its longest run of words that ``probe`` finds more products for than the whole intent;
+- :func:`suggest_llm` (``origin: llm``) asks a Chat Completions model. The model sees the
+  intents, their counts and reformulations only: never mappings, fields, prices or other
+  policies. Its output is validated item by item; an invalid item is dropped with a reason
+  (:func:`llm_drafts` returns them).
+
+Nothing here publishes: suggestions are drafts for staging, reviewed and tested like any
+other policy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import unicodedata
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal, cast
+
+import openai
+from pydantic import ValidationError
+
+from control_plane.audit.recorder import parse_time
+from control_plane.catalog.profile import CatalogProfile
+from control_plane.engine import Engine
+from control_plane.loader import check_policy_set
+from control_plane.matcher import clean_intent
+from control_plane.policy import Policy, PolicySet
+
+log = logging.getLogger("govsearch.suggest")
+
+SignalKind = Literal["zero_results", "fallback_tier", "reformulation"]
+KINDS: tuple[SignalKind, ...] = ("zero_results", "fallback_tier", "reformulation")
+"""the order signals are listed in"""
+REFORMULATION_WINDOW = timedelta(minutes=5)
+SAMPLE = 3
+"""request ids kept per signal"""
+PRIORITY = 100
+OWNER = "suggestions"
+MAX_WORDS = 8
+"""longer intents get no sub-phrase rewrite (the probes grow with the square of the words)"""
+MAX_TEXT = 100
+MAX_TERMS = 5
+MAX_LLM_INTENTS = 100
+NO_RESULTS = ("no_results", "zero_results")
+NOT_SEARCHED = ("error", "abstained")
+
+
+# --- mining -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Signal:
+    kind: SignalKind
+    intent: str
+    """normalised: clean, casefolded"""
+    count: int
+    followed_by: str | None = None
+    """for a reformulation: the intent typed next (normalised)"""
+    request_ids: tuple[str, ...] = ()
+    """a sample (the earliest) of the records behind the signal"""
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "intent": self.intent,
+            "count": self.count,
+            "followed_by": self.followed_by,
+            "request_ids": list(self.request_ids),
+        }
+
+
+@dataclass(frozen=True)
+class _Search:
+    """One searched decision record, as mining needs it."""
+
+    request_id: str
+    intent: str
+    time: datetime | None
+    session: str | None
+    failed: SignalKind | None
+    strict: bool
+
+
+def normalize(intent: str) -> str:
+    return clean_intent(intent).casefold()
+
+
+def mine(records: Iterable[Mapping[str, Any]]) -> list[Signal]:
+    """The signals in decision records (dicts), sorted by kind (as in :data:`KINDS`), count
+    (descending), intent and the intent that followed. Records without a raw intent, failed requests and
+    abstentions are ignored."""
+    searches = sorted(
+        (s for s in map(_search, records) if s is not None),
+        key=lambda s: (s.time or datetime.min.replace(tzinfo=UTC), s.request_id),
+    )
+    found: dict[tuple[SignalKind, str, str | None], list[str]] = defaultdict(list)
+    for search in searches:
+        if search.failed is not None:
+            found[(search.failed, search.intent, None)].append(search.request_id)
+    for (before, after) in _reformulations(searches):
+        found[("reformulation", before.intent, after.intent)].append(before.request_id)
+    signals = [
+        Signal(kind, intent, len(ids), followed_by, tuple(ids[:SAMPLE]))
+        for (kind, intent, followed_by), ids in found.items()
+    ]
+    return sorted(signals, key=lambda s: (KINDS.index(s.kind), -s.count, s.intent, s.followed_by or ""))
+
+
+def _search(record: Mapping[str, Any]) -> _Search | None:
+    intent = record.get("intent")
+    if record.get("kind", "decision") != "decision" or not isinstance(intent, str):
+        return None
+    status = record.get("status", "ok")
+    if status in NOT_SEARCHED or not normalize(intent):
+        return None
+    hits, tier = int(record.get("hits") or 0), record.get("tier")
+    failed: SignalKind | None = None
+    if status in NO_RESULTS or hits == 0:
+        failed = "zero_results"
+    elif tier is not None and tier != "strict":
+        failed = "fallback_tier"
+    session = record.get("session_id")
+    return _Search(
+        request_id=str(record.get("request_id", "")),
+        intent=normalize(intent),
+        time=_time(record.get("time")),
+        session=str(session) if session else None,
+        failed=failed,
+        strict=failed is None and tier == "strict",
+    )
+
+
+def _time(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return parse_time(value)
+    except ValueError:
+        return None
+
+
+def _reformulations(searches: Sequence[_Search]) -> list[tuple[_Search, _Search]]:
+    """(failed search, the first later strict search of another intent in the same session
+    within the window) pairs."""
+    sessions: dict[str, list[_Search]] = defaultdict(list)
+    for search in searches:
+        if search.session is not None and search.time is not None:
+            sessions[search.session].append(search)
+    pairs = []
+    for session in sessions.values():
+        for index, before in enumerate(session):
+            if before.failed is None:
+                continue
+            after = _followed_by(before, session[index + 1 :])
+            if after is not None:
+                pairs.append((before, after))
+    return pairs
+
+
+def _followed_by(before: _Search, later: Sequence[_Search]) -> _Search | None:
+    assert before.time is not None
+    for candidate in later:
+        assert candidate.time is not None
+        if candidate.time - before.time > REFORMULATION_WINDOW:
+            return None
+        if candidate.strict and candidate.intent != before.intent:
+            return candidate
+    return None
+
+
+# --- evidence and drafts ----------------------------------------------------------------
+
+
+def match_key(text: str) -> str:
+    """What an ``exact`` trigger compares: casefolded, accents stripped, spaces collapsed."""
+    bare = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+    return " ".join(bare.casefold().split())
+
+
+def triggered_exactly(existing: PolicySet) -> set[str]:
+    """The match keys of every phrase an existing ``exact`` trigger fires on."""
+    return {
+        match_key(value)
+        for policy in existing.policies
+        if policy.trigger.kind == "exact"
+        for value in policy.trigger.values
+    }
+
+
+def by_intent(signals: Iterable[Signal]) -> dict[str, list[Signal]]:
+    """Signals per normalised intent, both sorted (kind, count descending, what followed)."""
+    grouped: dict[str, list[Signal]] = defaultdict(list)
+    for signal in signals:
+        grouped[normalize(signal.intent)].append(signal)
+    return {intent: sorted(grouped[intent], key=_evidence_order) for intent in sorted(grouped)}
+
+
+def _evidence_order(signal: Signal) -> tuple[int, int, str, tuple[str, ...]]:
+    return (KINDS.index(signal.kind), -signal.count, signal.followed_by or "", signal.request_ids)
+
+
+def evidence_text(evidence: Sequence[Signal]) -> str:
+    """"12 searches with no results, 2 reformulations to "x" (requests r1, r2, r3)"."""
+    parts = []
+    for signal in evidence:
+        if signal.kind == "zero_results":
+            parts.append(f"{signal.count} search(es) with no results")
+        elif signal.kind == "fallback_tier":
+            parts.append(f"{signal.count} search(es) served by a fallback tier")
+        else:
+            parts.append(f'{signal.count} reformulation(s) to "{signal.followed_by}"')
+    samples = list(dict.fromkeys(i for signal in evidence for i in signal.request_ids if i))
+    listed = f" (sample requests: {', '.join(samples[:5])})" if samples else ""
+    return "Mined from the decision log: " + ", ".join(parts) + listed + "."
+
+
+def policy_id(intent: str, taken: set[str]) -> str:
+    """``suggested-<slug>``; a hash suffix when the slug is taken; recorded in ``taken``."""
+    digest = hashlib.sha256(intent.encode("utf-8")).hexdigest()[:8]
+    slug = re.sub(r"[^a-z0-9]+", "-", match_key(intent)).strip("-")[:70].strip("-") or digest
+    candidate = f"suggested-{slug}"
+    if candidate in taken:
+        candidate = f"suggested-{slug[:60].strip('-')}-{digest}"
+    taken.add(candidate)
+    return candidate
+
+
+def draft(
+    pid: str,
+    intent: str,
+    rule: dict[str, Any],
+    evidence: Sequence[Signal],
+    origin: Literal["rules", "llm"],
+    note: str = "",
+) -> Policy:
+    """A draft policy in the YAML shape an author writes, validated by the model."""
+    kind, body = next(iter(rule.items()))
+    title = (
+        f'Suggested: "{intent}" searches for "{body["to"]}"'
+        if kind == "rewrite"
+        else f'Suggested: "{intent}" also searches {", ".join(body["terms"])}'
+    )
+    return Policy.model_validate({
+        "id": pid,
+        "title": title[:200],
+        "description": evidence_text(evidence) + (f" {note}" if note else ""),
+        "owner": OWNER,
+        "priority": PRIORITY,
+        "enabled": True,
+        "trigger": {"exact": [intent]},
+        "rules": [rule],
+        "explain": f"Suggested ({origin}) from searches that found little or nothing.",
+        "origin": origin,
+    })
+
+
+# --- deterministic suggestions ----------------------------------------------------------
+
+
+Probe = Callable[[str], int]
+
+
+def suggest_rules(signals: Iterable[Signal], *, probe: Probe, existing: PolicySet) -> list[Policy]:
+    """Rewrites from reformulations and from narrower phrasings that find products,
+    sorted by id. ``probe(text)``: the strict hit count of a plain search for ``text``."""
+    skip = triggered_exactly(existing)
+    taken = {p.id for p in existing.policies}
+    counted = _counting(probe)
+    drafts = []
+    for intent, evidence in by_intent(signals).items():
+        if match_key(intent) in skip:
+            continue
+        target = _reformulated_to(evidence) or _narrower(intent, counted)
+        if target is None or match_key(target) == match_key(intent):
+            continue
+        rule = {"rewrite": {"from": intent, "to": target}}
+        try:
+            drafts.append(draft(policy_id(intent, taken), intent, rule, evidence, "rules"))
+        except ValidationError as error:  # e.g. an intent holding a "{capture}"
+            log.warning("no suggestion for %r: %s", intent, error.errors()[0]["msg"])
+    return sorted(drafts, key=lambda p: p.id)
+
+
+def _counting(probe: Probe) -> Probe:
+    seen: dict[str, int] = {}
+
+    def counted(text: str) -> int:
+        if text not in seen:
+            seen[text] = probe(text)
+        return seen[text]
+
+    return counted
+
+
+def _reformulated_to(evidence: Sequence[Signal]) -> str | None:
+    """The most frequent reformulation (ties: alphabetical)."""
+    targets = [s for s in evidence if s.kind == "reformulation" and s.followed_by]
+    if not targets:
+        return None
+    best = min(targets, key=lambda s: (-s.count, s.followed_by or ""))
+    return best.followed_by
+
+
+def _narrower(intent: str, probe: Probe) -> str | None:
+    """The longest run of contiguous words that finds more products than the whole intent
+    (ties: more products, then leftmost)."""
+    words = intent.split()
+    if not 1 < len(words) <= MAX_WORDS:
+        return None
+    floor = probe(intent)
+    for length in range(len(words) - 1, 0, -1):
+        runs = [" ".join(words[start : start + length]) for start in range(len(words) - length + 1)]
+        found = [(probe(run), -start, run) for start, run in enumerate(runs)]
+        best = max(found)
+        if best[0] > floor:
+            return best[2]
+    return None
+
+
+def catalog_probe(engine: Engine, profile: CatalogProfile) -> Probe:
+    """A probe for :func:`suggest_rules`: products in stock and visible whose full-text
+    fields hold every word of the text (the ``strict`` tier's text clause)."""
+    fields = [f"{f.field}^{f.weight:g}" for f in profile.fulltext]
+
+    def probe(text: str) -> int:
+        every_word = {"query": text, "fields": fields, "type": "cross_fields", "operator": "and"}
+        body = {
+            "size": 0,
+            "track_total_hits": True,
+            "query": {
+                "bool": {
+                    "must": [{"multi_match": every_word}],
+                    "filter": [
+                        {"term": {profile.availability: True}},
+                        {"term": {profile.visibility: True}},
+                    ],
+                }
+            },
+        }
+        return int(engine.search(profile.alias, body)["hits"]["total"]["value"])
+
+    return probe
+
+
+# --- model suggestions ------------------------------------------------------------------
+
+
+class SuggestionError(RuntimeError):
+    """The model could not be asked, or its answer was not the JSON object asked for."""
+
+
+@dataclass(frozen=True)
+class Dropped:
+    index: int
+    """the item's position in the model's ``suggestions``"""
+    item: Any
+    reason: str
+
+
+@dataclass(frozen=True)
+class Drafts:
+    policies: list[Policy]
+    dropped: list[Dropped] = field(default_factory=list)
+    sent: dict[str, Any] = field(default_factory=dict)
+    """the searches the model was shown (exactly what it saw, besides the instructions)"""
+
+
+INSTRUCTIONS = (
+    "You help the search team of an online grocery store. You receive searches that shoppers typed"
+    " and that found nothing or too little, how often each happened and, sometimes, what the"
+    " shoppers typed next (searches that then worked). For each search you can help with, propose"
+    ' one suggestion: either kind "rewrite" (the words the search should look for instead, in "to")'
+    ' or kind "synonyms" (up to 5 alternative phrasings to search as well, in "terms"). Use the'
+    " words shoppers use; a French search gets French words. Only suggest for searches of the list,"
+    ' copied exactly in "intent". Skip searches you cannot help with. Give a short "reason".'
+)
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["suggestions"],
+    "properties": {
+        "suggestions": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["intent", "kind", "to", "terms", "reason"],
+                "properties": {
+                    "intent": {"type": "string"},
+                    "kind": {"type": "string", "enum": ["rewrite", "synonyms"]},
+                    "to": {"type": ["string", "null"]},
+                    "terms": {"type": "array", "items": {"type": "string"}},
+                    "reason": {"type": "string"},
+                },
+            },
+        }
+    },
+}
+
+
+def suggest_llm(
+    signals: Iterable[Signal],
+    *,
+    client: openai.OpenAI,
+    model: str,
+    existing: PolicySet,
+    timeout_s: float,
+) -> list[Policy]:
+    """The model's valid suggestions, sorted by id; dropped items are logged."""
+    drafts = llm_drafts(signals, client=client, model=model, existing=existing, timeout_s=timeout_s)
+    for dropped in drafts.dropped:
+        log.warning("model suggestion %d dropped: %s", dropped.index, dropped.reason)
+    return drafts.policies
+
+
+def llm_drafts(
+    signals: Iterable[Signal],
+    *,
+    client: openai.OpenAI,
+    model: str,
+    existing: PolicySet,
+    timeout_s: float,
+) -> Drafts:
+    """Ask the model about the intents no existing policy triggers on exactly; validate."""
+    skip = triggered_exactly(existing)
+    grouped = {i: e for i, e in by_intent(signals).items() if match_key(i) not in skip}
+    shown = dict(sorted(grouped.items(), key=lambda item: (-_weight(item[1]), item[0]))[:MAX_LLM_INTENTS])
+    if not shown:
+        return Drafts([])
+    sent = {"searches": [_searched(intent, evidence) for intent, evidence in sorted(shown.items())]}
+    items = _ask(client, model, sent, timeout_s)
+    taken = {p.id for p in existing.policies}
+    policies: list[Policy] = []
+    dropped: list[Dropped] = []
+    seen: set[str] = set()
+    for index, item in enumerate(items):
+        try:
+            policy = _validated(item, shown, seen, taken, existing)
+        except ValueError as error:
+            dropped.append(Dropped(index, item, str(error)))
+            continue
+        policies.append(policy)
+    return Drafts(sorted(policies, key=lambda p: p.id), dropped, sent)
+
+
+def _weight(evidence: Sequence[Signal]) -> int:
+    return sum(s.count for s in evidence)
+
+
+def _searched(intent: str, evidence: Sequence[Signal]) -> dict[str, Any]:
+    counts = Counter[str]()
+    for signal in evidence:
+        counts[signal.kind] += signal.count
+    return {
+        "intent": intent,
+        "no_results": counts["zero_results"],
+        "too_few_results": counts["fallback_tier"],
+        "typed_next": [
+            {"intent": s.followed_by, "times": s.count}
+            for s in sorted(evidence, key=lambda s: (-s.count, s.followed_by or ""))
+            if s.kind == "reformulation"
+        ],
+    }
+
+
+def _ask(client: openai.OpenAI, model: str, sent: dict[str, Any], timeout_s: float) -> list[Any]:
+    messages = [
+        {"role": "system", "content": INSTRUCTIONS},
+        {"role": "user", "content": json.dumps(sent, ensure_ascii=False, sort_keys=True)},
+    ]
+    response_format = {
+        "type": "json_schema",
+        "json_schema": {"name": "policy_suggestions", "strict": True, "schema": SCHEMA},
+    }
+    try:
+        completion = client.chat.completions.create(
+            model=model,
+            messages=cast(Any, messages),
+            response_format=cast(Any, response_format),
+            temperature=0,
+            timeout=timeout_s,
+        )
+    except openai.OpenAIError as error:
+        raise SuggestionError(f"the model could not be asked: {type(error).__name__}: {error}") from error
+    content = completion.choices[0].message.content if completion.choices else None
+    try:
+        data = json.loads(content or "")
+    except ValueError as error:
+        raise SuggestionError("the model's answer is not JSON") from error
+    if not isinstance(data, dict) or not isinstance(data.get("suggestions"), list):
+        raise SuggestionError("the model's answer has no 'suggestions' list")
+    return cast(list[Any], data["suggestions"])
+
+
+def _validated(
+    item: Any,
+    shown: Mapping[str, Sequence[Signal]],
+    seen: set[str],
+    taken: set[str],
+    existing: PolicySet,
+) -> Policy:
+    """The policy a model item stands for, or ValueError with the reason to drop it."""
+    if not isinstance(item, dict):
+        raise ValueError("not an object")
+    intent = normalize(item["intent"]) if isinstance(item.get("intent"), str) else ""
+    if intent not in shown:
+        raise ValueError(f"intent {item.get('intent')!r} is not one of the searches sent")
+    if intent in seen:
+        raise ValueError(f"a suggestion for {intent!r} came earlier")
+    rule = _rule(intent, item)
+    note = _reason(item.get("reason"))
+    try:
+        policy = draft(policy_id(intent, set(taken)), intent, rule, shown[intent], "llm", note)
+    except ValidationError as error:
+        first = error.errors()[0]
+        raise ValueError(f"invalid policy: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+    violations = check_policy_set([policy], existing.vocabularies, existing.governance)
+    if violations:
+        raise ValueError(f"breaks governance: {violations[0].message}")
+    seen.add(intent)
+    taken.add(policy.id)
+    return policy
+
+
+def _rule(intent: str, item: dict[str, Any]) -> dict[str, Any]:
+    kind = item.get("kind")
+    if kind == "rewrite":
+        to = _text(item.get("to"), "to")
+        if match_key(to) == match_key(intent):
+            raise ValueError("the rewrite does not change the intent")
+        return {"rewrite": {"from": intent, "to": to}}
+    if kind == "synonyms":
+        terms = item.get("terms")
+        if not isinstance(terms, list) or not terms or len(terms) > MAX_TERMS:
+            raise ValueError(f"'terms' must be a list of 1 to {MAX_TERMS} phrases")
+        texts = list(dict.fromkeys(_text(term, "terms") for term in terms))
+        kept = [t for t in texts if match_key(t) != match_key(intent)]
+        if not kept:
+            raise ValueError("the synonyms only repeat the intent")
+        return {"synonyms": {"terms": kept}}
+    raise ValueError(f"rule kind {kind!r} is not allowed (rewrite or synonyms only)")
+
+
+def _text(value: Any, name: str) -> str:
+    text = clean_intent(value) if isinstance(value, str) else ""
+    if not text or len(text) > MAX_TEXT:
+        raise ValueError(f"'{name}' must be a non-empty phrase of at most {MAX_TEXT} characters")
+    return text
+
+
+def _reason(value: Any) -> str:
+    text = clean_intent(value)[:300] if isinstance(value, str) else ""
+    return f"Model's reason: {text}" if text else ""

@@ -1,0 +1,574 @@
+"""The workflow: Author -> Test -> Review -> Promote -> Disable / Rollback.
+
+Every call names the :class:`Principal` acting; the rules below are checked here, once,
+for the CLI and the HTTP API alike. A refusal raises :class:`Refused` (a stable code, an
+HTTP status and a sentence saying why) and is recorded in the history too.
+
+* **Author** (``author``): ``apply`` a policy directory, or ``put_policy`` /
+  ``delete_policy`` / ``put_tests`` on the staging set. Each change writes an immutable
+  index for the resulting version and moves the staging alias. The actor becomes one of
+  the version's authors.
+* **Test** (``author``, ``approver``): ``test`` runs the version's suite against that
+  version's index and records the result for exactly (version, suite).
+* **Review** (``approver``): ``approve`` is refused to the version's authors and for a
+  version with lint errors.
+* **Promote** (``approver``): refused unless the version's suite has at least one case and
+  its latest run, on that very suite, passed; unless a principal who is not an author
+  approved it; and unless lint finds no error. The live alias then moves in one atomic
+  call.
+* **Rollback** (``approver``): to a version that was live before (default: the one live
+  before the current one).
+* **Disable** (``approver``; ``admin`` for a guard): the kill switch. A new version, equal
+  to live but with the policy disabled, goes live at once, without tests or approval, with
+  its reason recorded. Staging is left alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from control_plane import policy_store
+from control_plane.catalog.profile import CatalogProfile
+from control_plane.config import Settings
+from control_plane.engine import Engine
+from control_plane.errors import ERROR_CODES, PolicyError, PolicyLoadError
+from control_plane.lifecycle import lint as linting
+from control_plane.lifecycle import regression
+from control_plane.lifecycle.changes import policy_diff, summary, touched_policies
+from control_plane.lifecycle.keys import Principal
+from control_plane.lifecycle.runner import SuiteReport, run_suite
+from control_plane.lifecycle.store import Event, LifecycleStore
+from control_plane.lifecycle.suite import Suite, load_suite, suite_from_json
+from control_plane.loader import PYDANTIC_CODES, build_policy_set, load_policy_set, policy_locations
+from control_plane.policy import Policy, PolicySet
+from control_plane.service import SearchRequest, SearchService, utcnow
+
+ENVIRONMENTS = ("staging", "live")
+AUTHORING = ("bootstrap", "apply", "draft", "tests", "suggest")
+"""actions that put a version (and its suite) in an environment by authoring it"""
+LIVE_MOVES = ("bootstrap", "promote", "rollback", "disable")
+
+
+class Refused(Exception):
+    """The workflow said no: ``code`` (stable), ``status`` (HTTP) and why."""
+
+    def __init__(self, code: str, message: str, status: int = 409, details: Sequence[Any] = ()) -> None:
+        super().__init__(message)
+        self.code, self.status, self.message, self.details = code, status, message, list(details)
+
+
+@dataclass(frozen=True)
+class Environment:
+    env: str
+    version: str
+    index: str
+    policy_set: PolicySet
+    suite_sha256: str | None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "env": self.env,
+            "version": self.version,
+            "index": self.index,
+            "suite_sha256": self.suite_sha256,
+            "policies": [
+                {"id": p.id, "title": p.title, "kind": p.kind, "priority": p.priority,
+                 "enabled": p.enabled, "origin": p.origin}
+                for p in self.policy_set.policies
+            ],
+        }
+
+
+@dataclass(frozen=True)
+class VersionState:
+    version: str
+    index: str
+    parent: str | None
+    created_at: str
+    suite_sha256: str | None
+    cases: int
+    authors: tuple[str, ...]
+    approvals: tuple[Mapping[str, Any], ...]
+    last_test: Mapping[str, Any] | None
+    environments: tuple[str, ...] = field(default=())
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "index": self.index,
+            "parent": self.parent,
+            "created_at": self.created_at,
+            "suite_sha256": self.suite_sha256,
+            "cases": self.cases,
+            "authors": list(self.authors),
+            "approvals": [dict(a) for a in self.approvals],
+            "last_test": dict(self.last_test) if self.last_test else None,
+            "environments": list(self.environments),
+        }
+
+
+class Workflow:
+    def __init__(
+        self,
+        settings: Settings,
+        engine: Engine,
+        profile: CatalogProfile,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.settings = settings
+        self.engine = engine
+        self.profile = profile
+        self.clock = clock
+        self.prefix = settings.policies.index_prefix
+        self.store = LifecycleStore(engine, self.prefix)
+
+    # --- reading --------------------------------------------------------------------
+
+    def environment(self, env: str) -> Environment:
+        if env not in ENVIRONMENTS:
+            raise Refused("unknown_environment", f"environment must be one of {', '.join(ENVIRONMENTS)}", 404)
+        live = policy_store.resolve(self.engine, self.prefix, env)
+        if live is None:
+            raise Refused("empty_environment", f"no policy set is published to '{env}'", 404)
+        version = live.policy_set.version
+        return Environment(env, version, live.index, live.policy_set, self._suite_sha(version))
+
+    def policy_set(self, version: str) -> PolicySet:
+        return policy_store.read_index(self.engine, self.index_of(version)).policy_set
+
+    def resolve_version(self, version: str | None, env: str = "staging") -> str:
+        """A full version from a version, a 12+ character prefix, an environment name or
+        None (the environment ``env``)."""
+        if version is None or version in ENVIRONMENTS:
+            return self.environment(version or env).version
+        if len(version) == 64 and self.store.version(version) is not None:
+            return version
+        found = self.store.find_version(version) if len(version) >= 12 else None
+        if found is None:
+            raise Refused("unknown_version", f"policy-set version {version!r} is not registered", 404)
+        return found
+
+    def version_state(self, version: str) -> VersionState:
+        version = self.resolve_version(version)
+        entry = self.store.version(version)
+        assert entry is not None
+        suite_sha = self._suite_sha(version)
+        suite = self._suite(suite_sha)
+        tests = self.store.events(action="test", version=version, limit=1)
+        approvals = self.store.events(action="approve", version=version)
+        envs = tuple(
+            env for env in ENVIRONMENTS
+            if (current := policy_store.resolve(self.engine, self.prefix, env)) is not None
+            and current.policy_set.version == version
+        )
+        return VersionState(
+            version=version,
+            index=entry["index"],
+            parent=entry.get("parent"),
+            created_at=entry["created_at"],
+            suite_sha256=suite_sha,
+            cases=len(suite.cases) if suite else 0,
+            authors=self._authors(version),
+            approvals=tuple(
+                {"principal": e.actor, "time": e.time, "comment": e.reason} for e in reversed(approvals)
+            ),
+            last_test={**(tests[0].details or {}), "time": tests[0].time, "actor": tests[0].actor}
+            if tests else None,
+            environments=envs,
+        )
+
+    def history(self, **filters: Any) -> list[Event]:
+        return self.store.events(**filters)
+
+    def files_of(self, version: str) -> dict[str, str]:
+        """Policy id -> the file it was authored in, where known (for export)."""
+        entry = self.store.version(self.resolve_version(version)) or {}
+        return dict(entry.get("files") or {})
+
+    def suite_of(self, version: str) -> Suite | None:
+        return self._suite(self._suite_sha(self.resolve_version(version)))
+
+    # --- authoring ------------------------------------------------------------------
+
+    def bootstrap(
+        self,
+        actor: str,
+        policy_set: PolicySet,
+        suite: Suite | None,
+        env: str,
+        files: Mapping[str, str] | None = None,
+    ) -> str:
+        """The operator's path (``govsearch policy publish``, the demo): straight to ``env``,
+        without review, recorded as ``bootstrap``."""
+        return self._stage(actor, "bootstrap", policy_set, suite, env, "operator publish", files)
+
+    def apply_directory(
+        self, principal: Principal, directory: Path | str, reason: str | None
+    ) -> VersionState:
+        self._require(principal, "apply", "author")
+        policy_set = load_policy_set(directory)
+        suite = load_suite(directory)
+        version = self._stage(
+            principal.name, "apply", policy_set, suite, "staging", reason or str(directory),
+            policy_files(directory),
+        )
+        return self.version_state(version)
+
+    def put_policy(self, principal: Principal, data: Mapping[str, Any], reason: str | None) -> VersionState:
+        self._require(principal, "draft", "author")
+        try:
+            policy = Policy.model_validate(dict(data))
+        except ValidationError as error:
+            raise PolicyLoadError(_problems(error, f"policy:{data.get('id', '?')}")) from error
+        base = self._draft_base()
+        others = [p for p in base.policy_set.policies if p.id != policy.id]
+        return self._redraft(principal, base, [*others, policy], reason or f"draft {policy.id}")
+
+    def delete_policy(self, principal: Principal, policy_id: str, reason: str | None) -> VersionState:
+        self._require(principal, "draft", "author")
+        base = self._draft_base()
+        if all(p.id != policy_id for p in base.policy_set.policies):
+            raise Refused("policy_not_found", f"policy {policy_id!r} is not in staging", 404)
+        others = [p for p in base.policy_set.policies if p.id != policy_id]
+        return self._redraft(principal, base, others, reason or f"delete {policy_id}")
+
+    def put_tests(
+        self, principal: Principal, name: str, cases: Sequence[Mapping[str, Any]], reason: str | None
+    ) -> VersionState:
+        """Replace the staging suite's test file ``name`` (e.g. ``food/tests/nutella.yaml``)."""
+        self._require(principal, "tests", "author")
+        base = self._draft_base()
+        current = self._suite(base.suite_sha256)
+        suite = (current or suite_from_json({"cases": []})).with_file(name, cases)
+        self._stage(
+            principal.name, "tests", base.policy_set, suite, "staging", reason or f"tests {name}",
+            self.files_of(base.version),
+        )
+        return self.version_state(base.version)
+
+    def suggest(
+        self, principal: Principal, policies: Sequence[Policy], reason: str
+    ) -> VersionState | None:
+        """Add suggested drafts to staging (their ids must be new); None when none are."""
+        self._require(principal, "suggest", "author")
+        base = self._draft_base()
+        known = {p.id for p in base.policy_set.policies}
+        fresh = [p for p in policies if p.id not in known]
+        if not fresh:
+            return None
+        policy_set = build_policy_set(
+            [*base.policy_set.policies, *fresh], base.policy_set.vocabularies, base.policy_set.governance
+        )
+        suite = self._suite(base.suite_sha256)
+        version = self._stage(
+            principal.name, "suggest", policy_set, suite, "staging", reason, self.files_of(base.version)
+        )
+        return self.version_state(version)
+
+    # --- testing and review ---------------------------------------------------------
+
+    def behaviour_diff(
+        self,
+        before: str,
+        after: str,
+        requests: Sequence[SearchRequest],
+        now: datetime | None = None,
+        top: int = 10,
+    ) -> dict[str, Any]:
+        """Replay ``requests`` on two versions (or environments): what changed, and why."""
+        old, new = self.resolve_version(before, "live"), self.resolve_version(after)
+        with self.pinned_service(old) as left, self.pinned_service(new) as right:
+            result = regression.behaviour_diff(left, right, requests, now=now or self.clock(), top=top)
+        return result.as_json()
+
+    def test(self, principal: Principal, version: str | None) -> SuiteReport:
+        self._require(principal, "test", "author", "approver")
+        version = self.resolve_version(version)
+        suite = self._suite(self._suite_sha(version)) or suite_from_json({"cases": []})
+        with self.pinned_service(version) as service:
+            report = run_suite(service, suite)
+        self.store.record(self.store.new_event(
+            principal.name, "test", self.clock(), version=version, suite_sha256=suite.sha256,
+            details={"passed": report.passed, "total": report.total, "failed": report.failed},
+        ))
+        return report
+
+    def lint(self, version: str | None) -> list[linting.Finding]:
+        version = self.resolve_version(version)
+        suite = self._suite(self._suite_sha(version))
+        return linting.lint(
+            self.policy_set(version),
+            mapping_fields=self.catalog_fields(),
+            now=self.clock(),
+            tested_policy_ids=suite.policy_ids() if suite else set(),
+            profile=self.profile,
+        )
+
+    def approve(self, principal: Principal, version: str | None, comment: str | None) -> VersionState:
+        version = self.resolve_version(version)
+        with self._refusals(principal, "approve", version):
+            self._require(principal, "approve", "approver")
+            authors = self._authors(version)
+            if principal.name in authors:
+                raise Refused(
+                    "self_approval",
+                    f"{principal.name} is an author of {version[:12]} (authors: {', '.join(authors)});"
+                    " another approver must approve it",
+                    403,
+                )
+            self._refuse_lint_errors(version)
+        self.store.record(self.store.new_event(
+            principal.name, "approve", self.clock(), version=version, reason=comment,
+        ))
+        return self.version_state(version)
+
+    # --- promotion ------------------------------------------------------------------
+
+    def promote(self, principal: Principal, version: str | None, reason: str | None) -> VersionState:
+        version = self.resolve_version(version)
+        with self._refusals(principal, "promote", version):
+            self._require(principal, "promote", "approver")
+            self._refuse_untested(version)
+            authors = set(self._authors(version))
+            approvers = [e.actor for e in self.store.events(action="approve", version=version)]
+            if not [a for a in approvers if a not in authors]:
+                raise Refused(
+                    "not_approved",
+                    f"version {version[:12]} has no approval by a principal other than its authors"
+                    f" ({', '.join(sorted(authors)) or 'none'})",
+                )
+            self._refuse_lint_errors(version)
+        self._move_live(principal.name, "promote", version, reason)
+        return self.version_state(version)
+
+    def rollback(self, principal: Principal, to: str | None, reason: str | None) -> VersionState:
+        with self._refusals(principal, "rollback", to):
+            self._require(principal, "rollback", "approver")
+            current = self.environment("live").version
+            moves = self.store.events(env="live", action=LIVE_MOVES)
+            if to is None:
+                previous = next((e.previous_version for e in moves if e.version == current), None)
+                if previous is None:
+                    raise Refused("nothing_to_roll_back", "live has no earlier version to roll back to")
+                target = previous
+            else:
+                target = self.resolve_version(to)
+                if target not in {e.version for e in moves}:
+                    raise Refused(
+                        "never_live",
+                        f"version {target[:12]} was never live; only a version that was live can be"
+                        " restored by rollback (promote it instead)",
+                    )
+            if target == current:
+                raise Refused("already_live", f"version {target[:12]} is live already")
+        self._move_live(principal.name, "rollback", target, reason)
+        return self.version_state(target)
+
+    def disable(self, principal: Principal, policy_id: str, reason: str) -> VersionState:
+        with self._refusals(principal, "disable", None, policy_id):
+            self._require(principal, "disable", "approver")
+            if not reason or not reason.strip():
+                raise Refused("reason_required", "disabling a policy needs a reason", 400)
+            live = self.environment("live")
+            try:
+                policy = live.policy_set.policy(policy_id)
+            except KeyError:
+                raise Refused("policy_not_found", f"policy {policy_id!r} is not live", 404) from None
+            if not policy.enabled:
+                raise Refused("already_disabled", f"policy {policy_id!r} is already disabled on live")
+            if policy.kind == "guard" and not principal.has("admin"):
+                raise Refused(
+                    "forbidden_role", f"policy {policy_id!r} is a guard: only an admin may disable it", 403
+                )
+        policies = [p.model_copy(update={"enabled": False}) if p.id == policy_id else p
+                    for p in live.policy_set.policies]
+        policy_set = build_policy_set(policies, live.policy_set.vocabularies, live.policy_set.governance)
+        self._write(policy_set, live.version, self.files_of(live.version))
+        self._move_live(principal.name, "disable", policy_set.version, reason, suite_sha=live.suite_sha256)
+        return self.version_state(policy_set.version)
+
+    # --- helpers --------------------------------------------------------------------
+
+    def catalog_fields(self) -> dict[str, str] | None:
+        targets = self.engine.alias_targets(self.profile.alias)
+        if not targets:
+            return None
+        mapping = self.engine.request("GET", f"/{targets[0]}/_mapping")[targets[0]]
+        return linting.mapping_fields_of(mapping)
+
+    @contextmanager
+    def pinned_service(self, version: str) -> Iterator[SearchService]:
+        service = SearchService(self.settings, self.engine, self.profile, index=self.index_of(version))
+        try:
+            yield service
+        finally:
+            service.close()
+
+    def index_of(self, version: str) -> str:
+        entry = self.store.version(version)
+        if entry is None or not self.engine.index_exists(entry["index"]):
+            raise Refused("unknown_version", f"policy-set version {version[:12]} is not published", 404)
+        return str(entry["index"])
+
+    def _require(self, principal: Principal, action: str, *roles: str) -> None:
+        if not principal.has(*roles):
+            raise Refused(
+                "forbidden_role",
+                f"{principal.name} may not {action}: it needs the role {' or '.join(roles)}"
+                f" (has: {', '.join(sorted(principal.roles)) or 'none'})",
+                403,
+            )
+
+    @contextmanager
+    def _refusals(
+        self, principal: Principal, action: str, version: str | None, policy_id: str | None = None
+    ) -> Iterator[None]:
+        """Record a refusal in the history, then let it propagate."""
+        try:
+            yield
+        except Refused as refused:
+            self.store.record(self.store.new_event(
+                principal.name, action, self.clock(), outcome="refused", code=refused.code,
+                version=version, reason=refused.message,
+                policy_ids=(policy_id,) if policy_id else (),
+            ))
+            raise
+
+    def _refuse_untested(self, version: str) -> None:
+        suite_sha = self._suite_sha(version)
+        suite = self._suite(suite_sha)
+        if suite is None or not suite.cases:
+            raise Refused("no_tests", f"version {version[:12]} has no test cases: write tests first")
+        runs = self.store.events(action="test", version=version, limit=1)
+        if not runs:
+            raise Refused("untested_version", f"version {version[:12]} has not been tested: run its tests")
+        run = runs[0]
+        if run.suite_sha256 != suite_sha:
+            raise Refused(
+                "stale_tests",
+                f"the last test run of {version[:12]} used another suite ({(run.suite_sha256 or '')[:12]});"
+                " its tests changed since: run them again",
+            )
+        details = run.details or {}
+        if not details.get("passed"):
+            raise Refused(
+                "tests_failed",
+                f"the last test run of {version[:12]} failed {details.get('failed')} of"
+                f" {details.get('total')} cases",
+            )
+
+    def _refuse_lint_errors(self, version: str) -> None:
+        errors = [f for f in self.lint(version) if f.severity == "error"]
+        if errors:
+            raise Refused(
+                "lint_errors",
+                f"version {version[:12]} has {len(errors)} lint error(s): "
+                + "; ".join(f"{f.code} at {f.location}" for f in errors[:5]),
+                details=[f.as_json() for f in errors],
+            )
+
+    def _suite_sha(self, version: str) -> str | None:
+        events = self.store.events(action=AUTHORING, version=version, limit=1)
+        if events:
+            return events[0].suite_sha256
+        moves = self.store.events(action=LIVE_MOVES, version=version, limit=1)
+        return moves[0].suite_sha256 if moves else None
+
+    def _suite(self, sha256: str | None) -> Suite | None:
+        if sha256 is None:
+            return None
+        data = self.store.suite(sha256)
+        return suite_from_json(data) if data is not None else None
+
+    def _authors(self, version: str) -> tuple[str, ...]:
+        events = self.store.events(action=("apply", "draft", "tests", "suggest"), version=version)
+        return tuple(sorted({e.actor for e in events}))
+
+    def _draft_base(self) -> Environment:
+        """Staging, or live when nothing is staged yet."""
+        try:
+            return self.environment("staging")
+        except Refused:
+            return self.environment("live")
+
+    def _redraft(
+        self, principal: Principal, base: Environment, policies: list[Policy], reason: str
+    ) -> VersionState:
+        policy_set = build_policy_set(policies, base.policy_set.vocabularies, base.policy_set.governance)
+        suite = self._suite(base.suite_sha256)
+        version = self._stage(
+            principal.name, "draft", policy_set, suite, "staging", reason, self.files_of(base.version)
+        )
+        return self.version_state(version)
+
+    def _write(self, policy_set: PolicySet, parent: str | None, files: Mapping[str, str] | None) -> str:
+        index = policy_store.write_index(self.engine, self.prefix, policy_set)
+        self.store.register_version(policy_set.version, index, parent, self.clock(), files)
+        return index
+
+    def _stage(
+        self,
+        actor: str,
+        action: str,
+        policy_set: PolicySet,
+        suite: Suite | None,
+        env: str,
+        reason: str,
+        files: Mapping[str, str] | None = None,
+    ) -> str:
+        current = policy_store.resolve(self.engine, self.prefix, env)
+        before = current.policy_set if current else None
+        if suite is not None:
+            self.store.save_suite(suite.sha256, suite.as_json())
+        index = self._write(policy_set, before.version if before else None, files)
+        policy_store.point_alias(self.engine, policy_store.alias_name(self.prefix, env), index)
+        diff = policy_diff(before, policy_set)
+        self.store.record(self.store.new_event(
+            actor, action, self.clock(), env=env, version=policy_set.version,
+            previous_version=before.version if before else None,
+            suite_sha256=suite.sha256 if suite else None, policy_ids=touched_policies(diff),
+            reason=reason, diff=diff | {"summary": summary(diff)},
+        ))
+        return policy_set.version
+
+    def _move_live(
+        self, actor: str, action: str, version: str, reason: str | None, suite_sha: str | None = None
+    ) -> None:
+        before = policy_store.resolve(self.engine, self.prefix, "live")
+        target = policy_store.read_index(self.engine, self.index_of(version))
+        policy_store.point_alias(self.engine, policy_store.alias_name(self.prefix, "live"), target.index)
+        diff = policy_diff(before.policy_set if before else None, target.policy_set)
+        self.store.record(self.store.new_event(
+            actor, action, self.clock(), env="live", version=version,
+            previous_version=before.policy_set.version if before else None,
+            suite_sha256=suite_sha or self._suite_sha(version), policy_ids=touched_policies(diff),
+            reason=reason, diff=diff | {"summary": summary(diff)},
+        ))
+
+
+def _problems(error: ValidationError, name: str) -> list[PolicyError]:
+    """A policy sent as JSON: each problem with its path inside the document."""
+    problems = []
+    for detail in error.errors():
+        kind = detail["type"]
+        code = PYDANTIC_CODES.get(kind) or (kind if kind in ERROR_CODES else "invalid_value")
+        where = ".".join(str(part) for part in detail["loc"])
+        message = f"{where}: {detail['msg']}" if where else detail["msg"]
+        problems.append(PolicyError(code=code, message=message, file=name))
+    return problems
+
+
+def policy_files(directory: Path | str) -> dict[str, str]:
+    """Policy id -> the file (relative to ``directory``) that defines it."""
+    return {
+        policy_id: location.rsplit(":", 1)[0]
+        for policy_id, location in policy_locations(directory).items()
+    }

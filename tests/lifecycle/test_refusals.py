@@ -1,0 +1,75 @@
+"""The workflow's remaining refusals, called directly (the API and CLI map them 1:1):
+each says why, and each is recorded in the history."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from control_plane.lifecycle.workflow import Refused
+from tests.lifecycle.conftest import Lifecycle
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def refusal(code: str, run: object, *args: object) -> Refused:
+    with pytest.raises(Refused) as caught:
+        run(*args)  # type: ignore[operator]
+    assert caught.value.code == code, caught.value
+    return caught.value
+
+
+def untested_copy(tmp_path: Path) -> Path:
+    directory = tmp_path / "no-tests"
+    shutil.copytree(ROOT / "policies", directory, ignore=shutil.ignore_patterns("tests"))
+    (directory / "grocery.yaml").write_text(
+        "id: teas\ntitle: t\nowner: o\ntrigger: {phrase: [tea]}\nrules:\n  - category: {values: [Teas]}\n"
+    )
+    return directory
+
+
+def test_promotion_of_a_version_without_tests_is_refused(lifecycle: Lifecycle, tmp_path: Path) -> None:
+    wf, people = lifecycle.workflow, lifecycle.principals
+    state = wf.apply_directory(people["dan"], untested_copy(tmp_path), "no tests")
+    assert state.cases == 0
+    report = wf.test(people["dan"], state.version)
+    assert report.passed and report.total == 0
+    wf.approve(people["bob"], state.version, None)
+    error = refusal("no_tests", wf.promote, people["bob"], state.version, None)
+    assert "no test cases" in error.message
+    refused = wf.history(outcome="refused", action="promote")
+    assert refused[0].code == "no_tests" and refused[0].actor == "bob"
+
+
+def test_rollback_refusals(lifecycle: Lifecycle, tmp_path: Path) -> None:
+    wf, people = lifecycle.workflow, lifecycle.principals
+    live = wf.environment("live").version
+    refusal("nothing_to_roll_back", wf.rollback, people["bob"], None, None)
+    refusal("already_live", wf.rollback, people["bob"], live, None)
+    staged = wf.apply_directory(people["dan"], untested_copy(tmp_path), None).version
+    error = refusal("never_live", wf.rollback, people["bob"], staged, None)
+    assert "never live" in error.message
+    refusal("unknown_version", wf.rollback, people["bob"], "f" * 64, None)
+    refusal("forbidden_role", wf.rollback, people["dan"], live, None)
+
+
+def test_disable_refusals(lifecycle: Lifecycle) -> None:
+    wf, people = lifecycle.workflow, lifecycle.principals
+    refusal("reason_required", wf.disable, people["bob"], "cheap", "  ")
+    wf.disable(people["bob"], "cheap", "price war")
+    refusal("already_disabled", wf.disable, people["bob"], "cheap", "again")
+    # a guard needs an admin; the admin may
+    refusal("forbidden_role", wf.disable, people["bob"], "visible-only", "test")
+    wf.disable(people["root"], "visible-only", "admin override for the test")
+    assert not wf.environment("live").policy_set.policy("visible-only").enabled
+    history = wf.history(env="live", action="disable")
+    assert [(e.actor, e.policy_ids) for e in history] == [("root", ("visible-only",)), ("bob", ("cheap",))]
+
+
+def test_reading_an_empty_environment_or_unknown_version(lifecycle: Lifecycle) -> None:
+    wf = lifecycle.workflow
+    refusal("empty_environment", wf.environment, "staging")
+    refusal("unknown_version", wf.version_state, "0123456789abcdef")
+    refusal("unknown_environment", wf.environment, "prod")
