@@ -167,6 +167,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765)
     args = parser.parse_args(argv)
+    if args.http and load_settings().auth.search_requires_key:
+        parser.error(
+            "auth.search_requires_key is on, but the MCP tool takes no API key:"
+            " serve it over stdio (the agent host's process boundary is its access control)"
+        )
     server = build_server()
     if args.http:
         server.run("streamable-http", host=args.host, port=args.port)

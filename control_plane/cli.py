@@ -13,6 +13,7 @@ from typing import Any
 from control_plane import local_engine
 from control_plane.audit.cli import add_audit_commands
 from control_plane.config import Settings, load_settings
+from control_plane.engine import EngineError
 from control_plane.lifecycle.cli import LifecycleCliError, add_keys_commands, add_policy_actions
 
 Command = Callable[[argparse.Namespace, Settings], int]
@@ -350,6 +351,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except (ValueError, FileNotFoundError) as error:
         print(f"govsearch: error: {error}", file=sys.stderr)
+        return 1
+    except EngineError as error:
+        print(f"govsearch: error: the engine failed: {error}", file=sys.stderr)
         return 1
 
 

@@ -18,6 +18,7 @@ from control_plane.api.auth import require
 from control_plane.api.errors import ApiError
 from control_plane.errors import PolicyLoadError
 from control_plane.lifecycle.keys import Principal
+from control_plane.lifecycle.suite import SuiteLoadError
 from control_plane.lifecycle.workflow import Refused, Workflow
 from control_plane.loader import dump_policy_yaml
 from control_plane.service import SearchRequest
@@ -48,6 +49,11 @@ async def call(request: Request, run: Callable[..., T], *args: Any) -> T:
     except PolicyLoadError as error:
         raise ApiError(
             422, "invalid_policy", f"the policy set would be invalid: {len(error.errors)} problem(s)",
+            [e.to_dict() for e in error.errors],
+        ) from error
+    except SuiteLoadError as error:
+        raise ApiError(
+            422, "invalid_tests", f"the test file is invalid: {len(error.errors)} problem(s)",
             [e.to_dict() for e in error.errors],
         ) from error
 

@@ -2,8 +2,9 @@
 
 Commands that change an environment or record a result authenticate with an API key
 (``--api-key`` or ``GOVSEARCH_API_KEY``), exactly like the HTTP API: the same workflow,
-the same roles, the same refusals. ``policy test DIR`` and ``policy lint DIR`` work on a
-local directory and need no key (they record nothing).
+the same roles, the same refusals. ``policy test DIR``, ``policy lint DIR`` and ``policy
+diff --to DIR`` work on a local directory and need no key: they record nothing in the
+history (test and diff write the directory's immutable version index, as any publish does).
 """
 
 from __future__ import annotations
@@ -243,7 +244,7 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
         written = export_policy_set(
             environment.policy_set,
             args.dir,
-            suite=workflow.suite_of(environment.version),
+            suite=workflow.suite_in(args.env),
             files=workflow.files_of(environment.version),
         )
     except FileExistsError as error:

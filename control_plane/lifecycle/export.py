@@ -40,8 +40,11 @@ def export_policy_set(
         raise FileExistsError(f"{root} is not empty: export into a new directory")
     header = HEADER.format(version=policy_set.version)
     grouped: dict[str, list[str]] = defaultdict(list)
+    reserved = {"governance.yaml"} | set(suite.files() if suite is not None else ())
     for policy in policy_set.policies:
         name = (files or {}).get(policy.id) or f"{policy.id}.yaml"
+        if name in reserved or name.startswith("vocabularies/"):
+            name = f"policies/{policy.id}.yaml"  # e.g. a policy whose id is "governance"
         grouped[name].append(dump_policy_yaml(policy))
     outputs: dict[str, str] = {
         name: header + "---\n".join(documents) for name, documents in grouped.items()

@@ -10,7 +10,7 @@ Roles (``admin`` holds every permission):
 
 =========  ==============================================================================
 search     ``/v1/search``, ``/v1/compile``, ``/v1/agent/query``, ``/v1/events`` (when
-           ``api.search_requires_key`` is on; open otherwise)
+           ``auth.search_requires_key`` is on; open otherwise)
 author     read policies and history; draft in staging, apply, run tests, lint, diff, suggest
 approver   read policies and history; run tests, lint, diff; approve, promote, rollback,
            disable (a guard only with ``admin``)

@@ -69,12 +69,6 @@ HISTORY_MAPPING: dict[str, Any] = {
     },
 }
 
-ACTIONS = (
-    "bootstrap", "apply", "draft", "tests", "test", "approve", "promote", "rollback", "disable",
-    "suggest",
-)
-
-
 def iso(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
@@ -231,9 +225,8 @@ class LifecycleStore:
         since: datetime | None = None,
         until: datetime | None = None,
         limit: int = 1000,
-        newest_first: bool = True,
     ) -> list[Event]:
-        """History events matching every filter given, newest first by default."""
+        """History events matching every filter given, newest first."""
         self.ensure()
         filters: list[dict[str, Any]] = []
         for field, value in (
@@ -255,7 +248,7 @@ class LifecycleStore:
         body = {
             "size": limit,
             "query": {"bool": {"filter": filters}},
-            "sort": [{"seq": "desc" if newest_first else "asc"}, {"event_id": "asc"}],
+            "sort": [{"seq": "desc"}, {"event_id": "desc"}],
         }
         result = self.engine.search(self.history, body)
         return [Event.from_json(hit["_source"]) for hit in result["hits"]["hits"]]

@@ -139,7 +139,7 @@ class Workflow:
         if live is None:
             raise Refused("empty_environment", f"no policy set is published to '{env}'", 404)
         version = live.policy_set.version
-        return Environment(env, version, live.index, live.policy_set, self._suite_sha(version))
+        return Environment(env, version, live.index, live.policy_set, self._suite_sha(version, env))
 
     def policy_set(self, version: str) -> PolicySet:
         return policy_store.read_index(self.engine, self.index_of(version)).policy_set
@@ -159,7 +159,8 @@ class Workflow:
     def version_state(self, version: str) -> VersionState:
         version = self.resolve_version(version)
         entry = self.store.version(version)
-        assert entry is not None
+        if entry is None:  # an environment published without the workflow (policy_store.publish)
+            raise Refused("unknown_version", f"policy-set version {version[:12]} is not registered", 404)
         suite_sha = self._suite_sha(version)
         suite = self._suite(suite_sha)
         tests = self.store.events(action="test", version=version, limit=1)
@@ -178,7 +179,9 @@ class Workflow:
             cases=len(suite.cases) if suite else 0,
             authors=self._authors(version),
             approvals=tuple(
-                {"principal": e.actor, "time": e.time, "comment": e.reason} for e in reversed(approvals)
+                {"principal": e.actor, "time": e.time, "comment": e.reason,
+                 "current": e.suite_sha256 == suite_sha}
+                for e in reversed(approvals)
             ),
             last_test={**(tests[0].details or {}), "time": tests[0].time, "actor": tests[0].actor}
             if tests else None,
@@ -194,7 +197,13 @@ class Workflow:
         return dict(entry.get("files") or {})
 
     def suite_of(self, version: str) -> Suite | None:
+        """The suite a version is a candidate with (its latest authoring in staging)."""
         return self._suite(self._suite_sha(self.resolve_version(version)))
+
+    def suite_in(self, env: str) -> Suite | None:
+        """The suite an environment's version carries there (live keeps the suite it was
+        promoted with, whatever staging's tests became since)."""
+        return self._suite(self.environment(env).suite_sha256)
 
     # --- authoring ------------------------------------------------------------------
 
@@ -213,7 +222,8 @@ class Workflow:
     def apply_directory(
         self, principal: Principal, directory: Path | str, reason: str | None
     ) -> VersionState:
-        self._require(principal, "apply", "author")
+        with self._refusals(principal, "apply", None):
+            self._require(principal, "apply", "author")
         policy_set = load_policy_set(directory)
         suite = load_suite(directory)
         version = self._stage(
@@ -223,7 +233,8 @@ class Workflow:
         return self.version_state(version)
 
     def put_policy(self, principal: Principal, data: Mapping[str, Any], reason: str | None) -> VersionState:
-        self._require(principal, "draft", "author")
+        with self._refusals(principal, "draft", None, str(data.get("id", ""))):
+            self._require(principal, "draft", "author")
         try:
             policy = Policy.model_validate(dict(data))
         except ValidationError as error:
@@ -233,10 +244,11 @@ class Workflow:
         return self._redraft(principal, base, [*others, policy], reason or f"draft {policy.id}")
 
     def delete_policy(self, principal: Principal, policy_id: str, reason: str | None) -> VersionState:
-        self._require(principal, "draft", "author")
-        base = self._draft_base()
-        if all(p.id != policy_id for p in base.policy_set.policies):
-            raise Refused("policy_not_found", f"policy {policy_id!r} is not in staging", 404)
+        with self._refusals(principal, "draft", None, policy_id):
+            self._require(principal, "draft", "author")
+            base = self._draft_base()
+            if all(p.id != policy_id for p in base.policy_set.policies):
+                raise Refused("policy_not_found", f"policy {policy_id!r} is not in staging", 404)
         others = [p for p in base.policy_set.policies if p.id != policy_id]
         return self._redraft(principal, base, others, reason or f"delete {policy_id}")
 
@@ -244,7 +256,8 @@ class Workflow:
         self, principal: Principal, name: str, cases: Sequence[Mapping[str, Any]], reason: str | None
     ) -> VersionState:
         """Replace the staging suite's test file ``name`` (e.g. ``food/tests/nutella.yaml``)."""
-        self._require(principal, "tests", "author")
+        with self._refusals(principal, "tests", None):
+            self._require(principal, "tests", "author")
         base = self._draft_base()
         current = self._suite(base.suite_sha256)
         suite = (current or suite_from_json({"cases": []})).with_file(name, cases)
@@ -258,7 +271,8 @@ class Workflow:
         self, principal: Principal, policies: Sequence[Policy], reason: str
     ) -> VersionState | None:
         """Add suggested drafts to staging (their ids must be new); None when none are."""
-        self._require(principal, "suggest", "author")
+        with self._refusals(principal, "suggest", None):
+            self._require(principal, "suggest", "author")
         base = self._draft_base()
         known = {p.id for p in base.policy_set.policies}
         fresh = [p for p in policies if p.id not in known]
@@ -290,8 +304,9 @@ class Workflow:
         return result.as_json()
 
     def test(self, principal: Principal, version: str | None) -> SuiteReport:
-        self._require(principal, "test", "author", "approver")
-        version = self.resolve_version(version)
+        with self._refusals(principal, "test", version):
+            self._require(principal, "test", "author", "approver")
+            version = self.resolve_version(version)
         suite = self._suite(self._suite_sha(version)) or suite_from_json({"cases": []})
         with self.pinned_service(version) as service:
             report = run_suite(service, suite)
@@ -313,9 +328,11 @@ class Workflow:
         )
 
     def approve(self, principal: Principal, version: str | None, comment: str | None) -> VersionState:
-        version = self.resolve_version(version)
+        """Approve a version with its current suite: changing its tests later needs a new
+        approval."""
         with self._refusals(principal, "approve", version):
             self._require(principal, "approve", "approver")
+            version = self.resolve_version(version)
             authors = self._authors(version)
             if principal.name in authors:
                 raise Refused(
@@ -327,41 +344,54 @@ class Workflow:
             self._refuse_lint_errors(version)
         self.store.record(self.store.new_event(
             principal.name, "approve", self.clock(), version=version, reason=comment,
+            suite_sha256=self._suite_sha(version),
         ))
         return self.version_state(version)
 
     # --- promotion ------------------------------------------------------------------
 
     def promote(self, principal: Principal, version: str | None, reason: str | None) -> VersionState:
-        version = self.resolve_version(version)
         with self._refusals(principal, "promote", version):
             self._require(principal, "promote", "approver")
-            self._refuse_untested(version)
+            version = self.resolve_version(version)
+            if self.environment("live").version == version:
+                raise Refused("already_live", f"version {version[:12]} is live already")
+            suite_sha = self._refuse_untested(version)
             authors = set(self._authors(version))
-            approvers = [e.actor for e in self.store.events(action="approve", version=version)]
+            approvers = [
+                e.actor for e in self.store.events(action="approve", version=version)
+                if e.suite_sha256 == suite_sha
+            ]
             if not [a for a in approvers if a not in authors]:
                 raise Refused(
                     "not_approved",
-                    f"version {version[:12]} has no approval by a principal other than its authors"
-                    f" ({', '.join(sorted(authors)) or 'none'})",
+                    f"version {version[:12]} with its current tests has no approval by a principal"
+                    f" other than its authors ({', '.join(sorted(authors)) or 'none'})",
                 )
             self._refuse_lint_errors(version)
-        self._move_live(principal.name, "promote", version, reason)
+        self._move_live(principal.name, "promote", version, reason, suite_sha=suite_sha)
         return self.version_state(version)
 
     def rollback(self, principal: Principal, to: str | None, reason: str | None) -> VersionState:
         with self._refusals(principal, "rollback", to):
             self._require(principal, "rollback", "approver")
             current = self.environment("live").version
-            moves = self.store.events(env="live", action=LIVE_MOVES)
+            moves = self.store.events(env="live", action=("bootstrap", "promote", "disable"))
+            ever_live = {e.version for e in self.store.events(env="live", action=LIVE_MOVES)}
             if to is None:
-                previous = next((e.previous_version for e in moves if e.version == current), None)
+                # what was live before the current version first went live: successive
+                # rollbacks walk back through the promotions
+                previous = next(
+                    (e.previous_version for e in moves
+                     if e.version == current and e.previous_version not in (None, current)),
+                    None,
+                )
                 if previous is None:
                     raise Refused("nothing_to_roll_back", "live has no earlier version to roll back to")
                 target = previous
             else:
                 target = self.resolve_version(to)
-                if target not in {e.version for e in moves}:
+                if target not in ever_live:
                     raise Refused(
                         "never_live",
                         f"version {target[:12]} was never live; only a version that was live can be"
@@ -369,7 +399,9 @@ class Workflow:
                     )
             if target == current:
                 raise Refused("already_live", f"version {target[:12]} is live already")
-        self._move_live(principal.name, "rollback", target, reason)
+        self._move_live(
+            principal.name, "rollback", target, reason, suite_sha=self._suite_sha(target, "live")
+        )
         return self.version_state(target)
 
     def disable(self, principal: Principal, policy_id: str, reason: str) -> VersionState:
@@ -442,10 +474,11 @@ class Workflow:
             ))
             raise
 
-    def _refuse_untested(self, version: str) -> None:
+    def _refuse_untested(self, version: str) -> str:
+        """The version's suite sha256, when its last run on that suite passed."""
         suite_sha = self._suite_sha(version)
         suite = self._suite(suite_sha)
-        if suite is None or not suite.cases:
+        if suite_sha is None or suite is None or not suite.cases:
             raise Refused("no_tests", f"version {version[:12]} has no test cases: write tests first")
         runs = self.store.events(action="test", version=version, limit=1)
         if not runs:
@@ -464,6 +497,7 @@ class Workflow:
                 f"the last test run of {version[:12]} failed {details.get('failed')} of"
                 f" {details.get('total')} cases",
             )
+        return suite_sha
 
     def _refuse_lint_errors(self, version: str) -> None:
         errors = [f for f in self.lint(version) if f.severity == "error"]
@@ -475,7 +509,12 @@ class Workflow:
                 details=[f.as_json() for f in errors],
             )
 
-    def _suite_sha(self, version: str) -> str | None:
+    def _suite_sha(self, version: str, env: str | None = None) -> str | None:
+        """The suite ``version`` carries in ``env`` (the latest event that put it there), or,
+        without ``env``, the suite it is a candidate with: its latest authoring."""
+        if env is not None:
+            events = self.store.events(env=env, action=AUTHORING + LIVE_MOVES, version=version, limit=1)
+            return events[0].suite_sha256 if events else None
         events = self.store.events(action=AUTHORING, version=version, limit=1)
         if events:
             return events[0].suite_sha256
@@ -526,32 +565,54 @@ class Workflow:
     ) -> str:
         current = policy_store.resolve(self.engine, self.prefix, env)
         before = current.policy_set if current else None
+        suite_sha = suite.sha256 if suite else None
+        if (
+            action == "bootstrap"
+            and before is not None
+            and before.version == policy_set.version
+            and self._suite_sha(before.version, env) == suite_sha
+        ):
+            return policy_set.version  # the same set and tests again: nothing happened
         if suite is not None:
             self.store.save_suite(suite.sha256, suite.as_json())
         index = self._write(policy_set, before.version if before else None, files)
-        policy_store.point_alias(self.engine, policy_store.alias_name(self.prefix, env), index)
         diff = policy_diff(before, policy_set)
-        self.store.record(self.store.new_event(
+        event = self.store.new_event(
             actor, action, self.clock(), env=env, version=policy_set.version,
             previous_version=before.version if before else None,
-            suite_sha256=suite.sha256 if suite else None, policy_ids=touched_policies(diff),
+            suite_sha256=suite_sha, policy_ids=touched_policies(diff),
             reason=reason, diff=diff | {"summary": summary(diff)},
-        ))
+        )
+        self._point_and_record(env, index, current.index if current else None, event)
         return policy_set.version
+
+    def _point_and_record(self, env: str, index: str, previous: str | None, event: Event) -> None:
+        """Move ``env``'s alias and record the event: both, or (the alias moved back)
+        neither."""
+        alias = policy_store.alias_name(self.prefix, env)
+        policy_store.point_alias(self.engine, alias, index)
+        try:
+            self.store.record(event)
+        except Exception:
+            if previous is not None:
+                policy_store.point_alias(self.engine, alias, previous)
+            else:
+                self.engine.update_aliases([{"remove": {"index": index, "alias": alias}}])
+            raise
 
     def _move_live(
         self, actor: str, action: str, version: str, reason: str | None, suite_sha: str | None = None
     ) -> None:
         before = policy_store.resolve(self.engine, self.prefix, "live")
         target = policy_store.read_index(self.engine, self.index_of(version))
-        policy_store.point_alias(self.engine, policy_store.alias_name(self.prefix, "live"), target.index)
         diff = policy_diff(before.policy_set if before else None, target.policy_set)
-        self.store.record(self.store.new_event(
+        event = self.store.new_event(
             actor, action, self.clock(), env="live", version=version,
             previous_version=before.policy_set.version if before else None,
-            suite_sha256=suite_sha or self._suite_sha(version), policy_ids=touched_policies(diff),
+            suite_sha256=suite_sha, policy_ids=touched_policies(diff),
             reason=reason, diff=diff | {"summary": summary(diff)},
-        ))
+        )
+        self._point_and_record("live", target.index, before.index if before else None, event)
 
 
 def _problems(error: ValidationError, name: str) -> list[PolicyError]:

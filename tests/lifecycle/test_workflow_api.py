@@ -207,7 +207,9 @@ def test_promotion_refused_for_lint_errors_and_stale_or_failed_tests(lifecycle: 
     assert "lint error" in message
 
     # a clean version, tested, then its tests change: the old run no longer counts
-    version = ok(lc.call("DELETE", "/v1/policies/staging/policies/creamers-contradiction", "dan"))["version"]
+    clean = {**contradictory, "rules": [{"filter": {"field": "labels", "values": ["kosher"]}}]}
+    version = ok(lc.call("PUT", "/v1/policies/staging/policies/creamers-contradiction", "dan",
+                         json={"policy": clean}))["version"]
     assert ok(lc.call("POST", f"/v1/policies/versions/{version}/test", "dan"))["passed"] is True
     ok(lc.call("POST", f"/v1/policies/versions/{version}/approve", "bob", json={}))
     failing_case = [{"name": "wrong on purpose", "intent": "oranges", "expect": {"applied": ["cheap"]}}]
@@ -272,3 +274,14 @@ def test_search_keys_when_required(lifecycle: Lifecycle) -> None:
     finally:
         client.close()
         service.close()
+
+
+def test_an_invalid_test_file_is_refused_with_every_problem(lifecycle: Lifecycle) -> None:
+    lc = lifecycle
+    cases = [{"name": "no intent", "expect": {"applied": ["cheap"]}},
+             {"name": "bad key", "intent": "x", "expect": {"applied": ["cheap"]}, "colour": "red"}]
+    bad = {"file": "x/tests/bad.yaml", "cases": cases}
+    response = lc.call("PUT", "/v1/policies/staging/tests", "dan", json=bad)
+    refused(response, 422, "invalid_tests")
+    assert len(response.json()["error"]["details"]) >= 2
+    assert lc.call("GET", "/v1/policies/environments/staging", "dan").status_code == 404  # nothing staged
