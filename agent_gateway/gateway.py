@@ -101,6 +101,8 @@ class _Progress:
     screened: Screened | None = None
     extraction: Extraction | None = None
     answer: Answer | None = None
+    recorded: bool = False
+    """its record was handed to the recorder (an error after that writes no second one)"""
 
     def turn(self, reason: str | None = None) -> AgentTurn:
         extraction = None
@@ -183,7 +185,7 @@ class AgentGateway:
         try:
             response = self._query(body, client, request_id, now, progress)
         except Exception as error:
-            if self.recorder is not None:
+            if self.recorder is not None and not progress.recorded:  # one record per request
                 self.recorder.agent(request_id, progress.turn(), status="error",
                                     error=error_of(as_api_error(error)), time=now)
             raise
@@ -218,6 +220,7 @@ class AgentGateway:
         self.budgets.charge(client, answer.usage.total_tokens)
         self.sessions.append(client, body.session_id, Turn(screened.text, extraction.intent))
         if self.recorder is not None:
+            progress.recorded = True
             self.recorder.agent(request_id, progress.turn(search.reason), status=search.status,
                                 outcome=governed.outcome, time=now)
         return AgentResponse(
@@ -247,6 +250,7 @@ class AgentGateway:
         intent: str | None = None, compiled: Compiled | None = None,
     ) -> AgentResponse:
         if self.recorder is not None:
+            progress.recorded = True
             self.recorder.agent(request_id, progress.turn(reason), status="abstained", compiled=compiled,
                                 time=now)
         return AgentResponse(

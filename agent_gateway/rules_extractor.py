@@ -45,7 +45,7 @@ _FILLER_FR = (
     r"est-ce que vous avez", r"avez-vous", r"vous avez", r"auriez-vous", r"as-tu", r"tu as",
     r"(?:pourriez|pouvez)-vous(?: me)?(?: (?:montrer|trouver|proposer|conseiller))?",
     r"(?:montrez|trouvez|proposez|conseillez)-moi", r"je souhaite(?: acheter| trouver)?",
-    r"quelque chose comme", r"peut-{_E}tre", r"euh+", r"alors", r"bon",
+    r"quelque chose comme", rf"peut-{_E}tre", r"euh+", r"alors", r"bon",
 )
 
 

@@ -291,7 +291,9 @@ def add_search_commands(commands: Any) -> None:
     check.add_argument("dir", nargs="?", help="policy directory (default: configuration)")
     check.set_defaults(run=cmd_policy_check)
     publish = actions.add_parser(
-        "publish", help="write a policy directory to the engine and point an environment at it"
+        "publish",
+        help="operator bootstrap: write a directory and point an environment at it (no review;"
+        " recorded)",
     )
     publish.add_argument("dir", nargs="?")
     publish.add_argument("--env", default="live", choices=["live", "staging"])

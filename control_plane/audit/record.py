@@ -30,6 +30,11 @@ def redact(text: str) -> str:
     return _DIGITS.sub("#", text)
 
 
+def has_contact_details(text: str) -> bool:
+    """An e-mail address or a phone number in ``text``."""
+    return bool(_EMAIL.search(text) or _PHONE.search(text))
+
+
 def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -184,22 +189,41 @@ def _redact_spans(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{**span, "text": redact(span["text"])} for span in spans]
 
 
+def _redact_deep(value: Any) -> Any:
+    """Every string inside ``value`` redacted (numbers, booleans and keys kept)."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, list):
+        return [_redact_deep(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _redact_deep(item) for key, item in value.items()}
+    return value
+
+
 def explanation_fields(explanation: dict[str, Any], raw: bool) -> dict[str, Any]:
     """The explanation's parts, redacted where the intent's words appear when ``raw`` is off."""
     matched = explanation["matched"]
     applied = explanation["applied"]
     captures = explanation["captures"]
     residual = explanation["residual"]
+    skipped = explanation["skipped"]
+    resolutions = explanation["resolutions"]
     if not raw:
         matched = [{**m, "spans": _redact_spans(m["spans"])} for m in matched]
-        applied = [{**a, "consumed": _redact_spans(a["consumed"])} for a in applied]
+        applied = [
+            {**a, "consumed": _redact_spans(a["consumed"]), "changes": _redact_deep(a["changes"])}
+            for a in applied
+        ]
         captures = [{**c, "text": redact(c["text"])} for c in captures]
         residual = redact(residual)
+        # reasons quote spans and captured words; changes carry captured values as written
+        skipped = [{**k, "reason": redact(k["reason"])} for k in skipped]
+        resolutions = [{**r, "reason": redact(r["reason"])} for r in resolutions]
     return {
         "matched": matched,
         "applied": applied,
-        "skipped": explanation["skipped"],
-        "resolutions": explanation["resolutions"],
+        "skipped": skipped,
+        "resolutions": resolutions,
         "captures": captures,
         "residual": residual,
     }

@@ -185,7 +185,7 @@ def resolve(document: Any, path: str) -> tuple[bool, Any]:
 
 def _element(items: list[Any], part: str) -> tuple[Any] | str:
     """The element ``part`` picks, or why none is picked."""
-    if part.isdigit():
+    if part.isascii() and part.isdigit():
         index = int(part)
         return (items[index],) if index < len(items) else f"has {len(items)} elements (no index {index})"
     for key in ("field", "policy"):
@@ -332,6 +332,10 @@ def _conditions(
 ) -> list[str]:
     failures = []
     for name, condition in conditions.items():
+        if hits and all(name not in doc for _, doc in hits):
+            # a misspelt field would make `none` pass without checking anything
+            failures.append(f"results.{kind}.{name}: no served product has a field {name!r}")
+            continue
         wanted = kind == "every"
         offending = [
             (hit_id, doc) for hit_id, doc in hits if satisfies(doc.get(name), condition) != wanted

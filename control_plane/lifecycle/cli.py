@@ -379,8 +379,10 @@ def add_policy_actions(actions: Any) -> None:
     diff = actions.add_parser(
         "diff", help="replay intents on two versions; list every plan or top-results change"
     )
-    diff.add_argument("--from", dest="from_", default="live", help="VERSION, live or staging (default live)")
-    diff.add_argument("--to", default="staging", help="DIR, VERSION, staging or live (default staging)")
+    diff.add_argument("--from", dest="from_", default="live", metavar="FROM",
+                      help="VERSION, live or staging (default live)")
+    diff.add_argument("--to", default="staging", metavar="TO",
+                      help="DIR, VERSION, staging or live (default staging)")
     diff.add_argument(
         "--queries", default="policies/regression/queries.txt",
         help="intents: .txt (one per line) or .yaml/.json (list of requests)",

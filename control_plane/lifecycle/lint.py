@@ -184,9 +184,14 @@ def lint(
                 "untested_policy", policy.id, "no policy test case names this policy in its expectations"
             ))
     live = sorted((p for p in policy_set.policies if _can_fire(p, now)), key=lambda p: p.id)
+    shadowed: set[str] = set()
     for policy in live:
-        found += _shadowed(policy, live, now, where)
-    for one, other in combinations(live, 2):
+        findings = list(_shadowed(policy, live, now, where))
+        shadowed |= {policy.id} if findings else set()
+        found += findings
+    # a shadowed policy never applies: it conflicts with nothing
+    reachable = [p for p in live if p.id not in shadowed]
+    for one, other in combinations(reachable, 2):
         found += _between(one, other, now, category_field, where)
     return sorted(found, key=_order)
 

@@ -41,6 +41,7 @@ from typing import Any, Literal, cast
 import openai
 from pydantic import ValidationError
 
+from control_plane.audit.record import has_contact_details
 from control_plane.audit.recorder import parse_time
 from control_plane.catalog.profile import CatalogProfile
 from control_plane.engine import Engine
@@ -446,7 +447,11 @@ def llm_drafts(
 ) -> Drafts:
     """Ask the model about the intents no existing policy triggers on exactly; validate."""
     skip = triggered_exactly(existing)
-    grouped = {i: e for i, e in by_intent(signals).items() if match_key(i) not in skip}
+    # a shopper's e-mail or phone number typed into the search box never leaves for the model
+    grouped = {
+        i: e for i, e in by_intent(signals).items()
+        if match_key(i) not in skip and not _has_contact_details(i, e)
+    }
     shown = dict(sorted(grouped.items(), key=lambda item: (-_weight(item[1]), item[0]))[:MAX_LLM_INTENTS])
     if not shown:
         return Drafts([])
@@ -464,6 +469,11 @@ def llm_drafts(
             continue
         policies.append(policy)
     return Drafts(sorted(policies, key=lambda p: p.id), dropped, sent)
+
+
+def _has_contact_details(intent: str, evidence: Sequence[Signal]) -> bool:
+    texts = [intent, *(s.followed_by for s in evidence if s.followed_by)]
+    return any(has_contact_details(text) for text in texts)
 
 
 def _weight(evidence: Sequence[Signal]) -> int:

@@ -20,6 +20,8 @@ CASES = [
     ("Good morning! I would like to buy orange juice without sugar please", "orange juice without sugar"),
     ("Hello", ""),
     ("merci beaucoup !", ""),
+    ("peut-être du chocolat noir", "chocolat noir"),
+    ("Bonjour, peut-etre des oranges", "oranges"),
 ]
 
 

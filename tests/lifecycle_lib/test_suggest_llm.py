@@ -173,3 +173,19 @@ def test_suggest_llm_returns_the_valid_drafts(
     fake_llm.script(Reply(ANSWER), Reply(ANSWER))
     policies = suggest_llm(SIGNALS, client=client, model="m", existing=demo, timeout_s=5)
     assert policies == ask(client, demo).policies
+
+
+def test_contact_details_typed_into_the_search_box_never_reach_the_model(
+    fake_llm: FakeLlm, client: openai.OpenAI, demo: PolicySet
+) -> None:
+    fake_llm.script(Reply({"suggestions": []}))
+    signals = [
+        Signal("zero_results", "chocolate for jane.doe@example.com", 1),
+        Signal("zero_results", "call me 06 12 34 56 78", 1),
+        Signal("reformulation", "gummi bears", 1, "bears jane.doe@example.com"),
+        Signal("zero_results", "qwxzyv", 1),
+    ]
+    drafts = llm_drafts(signals, client=client, model="m", existing=demo, timeout_s=5)
+    assert [s["intent"] for s in drafts.sent["searches"]] == ["qwxzyv"]
+    sent = json.dumps(fake_llm.requests[0]["body"])
+    assert "example.com" not in sent and "56 78" not in sent

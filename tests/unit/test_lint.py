@@ -502,3 +502,12 @@ def test_docs_list_every_code_with_its_severity() -> None:
     source = module.read_text(encoding="utf-8")
     for code, (severity, _) in LINT_CODES.items():
         assert re.search(rf"``{code}``\s+{severity}", source), code
+
+
+def test_policies_a_consumer_shadows_conflict_with_nothing() -> None:
+    eater = policy("eater", priority=90, trigger={"phrase": ["chocolate"], "consume": True})
+    acme = policy("acme", brand("acme"), priority=80)
+    zenith = policy("zenith", brand("zenith"), priority=50)
+    findings = run(eater, acme, zenith)
+    assert sorted(f.policy_id for f in found(findings, "shadowed_policy")) == ["acme", "zenith"]
+    assert found(findings, "conflicting_filters") == []
