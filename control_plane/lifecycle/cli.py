@@ -262,11 +262,16 @@ def cmd_history(args: argparse.Namespace, settings: Settings) -> int:
         _print_json({"events": [e.as_json() for e in events]})
         return 0
     for event in events:
+        details = event.details or {}
         what = (event.diff or {}).get("summary") or event.reason or ""
-        status = f" REFUSED {event.code}" if event.outcome == "refused" else ""
+        if event.action == "test" and details:
+            total, failed = details.get("total", 0), details.get("failed", 0)
+            what = f"{'passed' if details.get('passed') else 'FAILED'} {total - failed}/{total} cases"
+        if event.outcome == "refused":
+            what = f"REFUSED {event.code}: {what}"
         print(
-            f"{event.time}  {event.actor:<12} {event.action:<9}{status} {event.env or '':<7}"
-            f" {(event.version or '')[:12]:<12}  {what}"
+            f"{event.time}  {event.actor:<12} {event.action:<9} {event.env or '-':<7}"
+            f" {(event.version or '-')[:12]:<12}  {what}"
         )
     return 0
 

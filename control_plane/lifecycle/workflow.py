@@ -263,7 +263,7 @@ class Workflow:
         suite = (current or suite_from_json({"cases": []})).with_file(name, cases)
         self._stage(
             principal.name, "tests", base.policy_set, suite, "staging", reason or f"tests {name}",
-            self.files_of(base.version),
+            self.files_of(base.version), base.policy_set,
         )
         return self.version_state(base.version)
 
@@ -283,7 +283,8 @@ class Workflow:
         )
         suite = self._suite(base.suite_sha256)
         version = self._stage(
-            principal.name, "suggest", policy_set, suite, "staging", reason, self.files_of(base.version)
+            principal.name, "suggest", policy_set, suite, "staging", reason, self.files_of(base.version),
+            base.policy_set,
         )
         return self.version_state(version)
 
@@ -304,9 +305,9 @@ class Workflow:
         return result.as_json()
 
     def test(self, principal: Principal, version: str | None) -> SuiteReport:
-        with self._refusals(principal, "test", version):
+        with self._refusals(principal, "test", version) as subject:
             self._require(principal, "test", "author", "approver")
-            version = self.resolve_version(version)
+            version = subject["version"] = self.resolve_version(version)
         suite = self._suite(self._suite_sha(version)) or suite_from_json({"cases": []})
         with self.pinned_service(version) as service:
             report = run_suite(service, suite)
@@ -330,9 +331,9 @@ class Workflow:
     def approve(self, principal: Principal, version: str | None, comment: str | None) -> VersionState:
         """Approve a version with its current suite: changing its tests later needs a new
         approval."""
-        with self._refusals(principal, "approve", version):
+        with self._refusals(principal, "approve", version) as subject:
             self._require(principal, "approve", "approver")
-            version = self.resolve_version(version)
+            version = subject["version"] = self.resolve_version(version)
             authors = self._authors(version)
             if principal.name in authors:
                 raise Refused(
@@ -351,9 +352,9 @@ class Workflow:
     # --- promotion ------------------------------------------------------------------
 
     def promote(self, principal: Principal, version: str | None, reason: str | None) -> VersionState:
-        with self._refusals(principal, "promote", version):
+        with self._refusals(principal, "promote", version) as subject:
             self._require(principal, "promote", "approver")
-            version = self.resolve_version(version)
+            version = subject["version"] = self.resolve_version(version)
             if self.environment("live").version == version:
                 raise Refused("already_live", f"version {version[:12]} is live already")
             suite_sha = self._refuse_untested(version)
@@ -462,14 +463,16 @@ class Workflow:
     @contextmanager
     def _refusals(
         self, principal: Principal, action: str, version: str | None, policy_id: str | None = None
-    ) -> Iterator[None]:
-        """Record a refusal in the history, then let it propagate."""
+    ) -> Iterator[dict[str, str | None]]:
+        """Record a refusal in the history, then let it propagate. The block may set the
+        yielded ``["version"]`` once it resolved the version it acts on."""
+        subject: dict[str, str | None] = {"version": version}
         try:
-            yield
+            yield subject
         except Refused as refused:
             self.store.record(self.store.new_event(
                 principal.name, action, self.clock(), outcome="refused", code=refused.code,
-                version=version, reason=refused.message,
+                version=subject["version"], reason=refused.message,
                 policy_ids=(policy_id,) if policy_id else (),
             ))
             raise
@@ -544,7 +547,8 @@ class Workflow:
         policy_set = build_policy_set(policies, base.policy_set.vocabularies, base.policy_set.governance)
         suite = self._suite(base.suite_sha256)
         version = self._stage(
-            principal.name, "draft", policy_set, suite, "staging", reason, self.files_of(base.version)
+            principal.name, "draft", policy_set, suite, "staging", reason, self.files_of(base.version),
+            base.policy_set,
         )
         return self.version_state(version)
 
@@ -562,7 +566,11 @@ class Workflow:
         env: str,
         reason: str,
         files: Mapping[str, str] | None = None,
+        base: PolicySet | None = None,
     ) -> str:
+        """Write ``policy_set`` and point ``env`` at it, with its event. ``base``: what the
+        change was made from, when not ``env``'s current set (a first draft starts from live),
+        so the event's diff says what the author changed."""
         current = policy_store.resolve(self.engine, self.prefix, env)
         before = current.policy_set if current else None
         suite_sha = suite.sha256 if suite else None
@@ -575,8 +583,9 @@ class Workflow:
             return policy_set.version  # the same set and tests again: nothing happened
         if suite is not None:
             self.store.save_suite(suite.sha256, suite.as_json())
-        index = self._write(policy_set, before.version if before else None, files)
-        diff = policy_diff(before, policy_set)
+        origin = base or before
+        index = self._write(policy_set, origin.version if origin else None, files)
+        diff = policy_diff(origin, policy_set)
         event = self.store.new_event(
             actor, action, self.clock(), env=env, version=policy_set.version,
             previous_version=before.version if before else None,

@@ -129,6 +129,9 @@ def test_author_test_review_promote_disable_rollback(lifecycle: Lifecycle) -> No
     actions = [(e["action"], e["actor"]) for e in history]
     assert ("disable", "bob") in actions and ("promote", "bob") in actions
     assert ("draft", "alice") in actions
+    first_draft = [e for e in history if e["action"] == "draft"][-1]
+    assert first_draft["diff"]["added"] == ["coffee-creamers"]  # against live, where staging began
+    assert first_draft["diff"]["summary"] == "added coffee-creamers"
     disable_event = next(e for e in history if e["action"] == "disable")
     assert disable_event["reason"] == "customer complaints"
     assert disable_event["diff"]["changed"][0]["id"] == "coffee-creamers"
@@ -138,6 +141,8 @@ def test_author_test_review_promote_disable_rollback(lifecycle: Lifecycle) -> No
     assert [e["action"] for e in live_moves][:3] == ["rollback", "disable", "promote"]
     refusals = ok(lc.call("GET", "/v1/policies/history?outcome=refused", "carol"))["events"]
     assert {e["code"] for e in refusals} >= {"untested_version", "self_approval", "not_approved"}
+    by_code = {e["code"]: e for e in refusals}
+    assert by_code["self_approval"]["version"] == fixed and by_code["self_approval"]["actor"] == "alice"
 
 
 def test_keys_are_required_and_checked(lifecycle: Lifecycle) -> None:
