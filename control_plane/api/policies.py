@@ -40,7 +40,7 @@ def workflow_of(request: Request) -> Workflow:
     return workflow
 
 
-async def call(request: Request, run: Callable[..., T], *args: Any) -> T:
+async def call(run: Callable[..., T], *args: Any) -> T:
     """Run a workflow call in the thread pool; refusals and invalid policies become 4xx."""
     try:
         return await run_in_threadpool(run, *args)
@@ -78,7 +78,7 @@ async def environment(
     env: Env, request: Request, _: Reader
 ) -> dict[str, Any]:
     """The version an environment serves, and a summary of its policies."""
-    found = await call(request, workflow_of(request).environment, env)
+    found = await call(workflow_of(request).environment, env)
     return found.as_json()
 
 
@@ -87,7 +87,7 @@ async def policy(
     env: Env, policy_id: str, request: Request, _: Reader
 ) -> dict[str, Any]:
     """One policy of an environment, as JSON and as the YAML an author would write."""
-    found = await call(request, workflow_of(request).environment, env)
+    found = await call(workflow_of(request).environment, env)
     try:
         item = found.policy_set.policy(policy_id)
     except KeyError:
@@ -105,7 +105,7 @@ async def version(
     version: str, request: Request, _: Reader
 ) -> dict[str, Any]:
     """A version's authors, suite, last test run, approvals and where it is served."""
-    state = await call(request, workflow_of(request).version_state, version)
+    state = await call(workflow_of(request).version_state, version)
     return state.as_json()
 
 
@@ -113,7 +113,7 @@ async def version(
 async def tests(
     version: str, request: Request, _: Reader
 ) -> dict[str, Any]:
-    suite = await call(request, workflow_of(request).suite_of, version)
+    suite = await call(workflow_of(request).suite_of, version)
     return suite.as_json() if suite else {"cases": []}
 
 
@@ -121,7 +121,7 @@ async def tests(
 async def lint(
     version: str, request: Request, _: Reader
 ) -> dict[str, Any]:
-    findings = await call(request, workflow_of(request).lint, version)
+    findings = await call(workflow_of(request).lint, version)
     return {
         "errors": sum(f.severity == "error" for f in findings),
         "findings": [f.as_json() for f in findings],
@@ -144,7 +144,6 @@ async def history(
 ) -> dict[str, Any]:
     """Every change and refusal, newest first: who, when, why, and the policy diff."""
     events = await call(
-        request,
         lambda: workflow_of(request).history(
             env=env, action=action, policy_id=policy_id, version=version, actor=actor,
             outcome=outcome, since=_time(since, "since"), until=_time(until, "until"), limit=limit,
@@ -171,7 +170,7 @@ async def put_draft(
     if body.policy.get("id", policy_id) != policy_id:
         raise ApiError(400, "id_mismatch", f"the body's id {body.policy.get('id')!r} is not {policy_id!r}")
     state = await call(
-        request, workflow_of(request).put_policy, who, {**body.policy, "id": policy_id}, body.reason
+        workflow_of(request).put_policy, who, {**body.policy, "id": policy_id}, body.reason
     )
     return state.as_json()
 
@@ -183,7 +182,7 @@ async def delete_draft(
     who: Author,
     reason: str | None = Query(default=None, max_length=500),
 ) -> dict[str, Any]:
-    state = await call(request, workflow_of(request).delete_policy, who, policy_id, reason)
+    state = await call(workflow_of(request).delete_policy, who, policy_id, reason)
     return state.as_json()
 
 
@@ -200,7 +199,7 @@ async def put_tests(
     body: TestsBody, request: Request, who: Author
 ) -> dict[str, Any]:
     """Replace one test file of the staging suite (an empty list removes it)."""
-    state = await call(request, workflow_of(request).put_tests, who, body.file, body.cases, body.reason)
+    state = await call(workflow_of(request).put_tests, who, body.file, body.cases, body.reason)
     return state.as_json()
 
 
@@ -212,7 +211,7 @@ async def run_tests(
     version: str, request: Request, who: Tester
 ) -> dict[str, Any]:
     """Run the version's suite against its own index; the result is recorded."""
-    report = await call(request, workflow_of(request).test, who, version)
+    report = await call(workflow_of(request).test, who, version)
     return report.as_json()
 
 
@@ -234,7 +233,7 @@ async def behaviour_diff(
     workflow = workflow_of(request)
     now = _time(body.now, "now")
     result: dict[str, Any] = await call(
-        request, workflow.behaviour_diff, body.from_, body.to, body.queries, now, body.top
+        workflow.behaviour_diff, body.from_, body.to, body.queries, now, body.top
     )
     return result
 
@@ -249,7 +248,7 @@ class ApproveBody(BaseModel):
 async def approve(
     version: str, body: ApproveBody, request: Request, who: Approver
 ) -> dict[str, Any]:
-    state = await call(request, workflow_of(request).approve, who, version, body.comment)
+    state = await call(workflow_of(request).approve, who, version, body.comment)
     return state.as_json()
 
 
@@ -265,7 +264,7 @@ async def promote(
     body: PromoteBody, request: Request, who: Approver
 ) -> dict[str, Any]:
     """Make a tested, approved, lint-clean version live (one atomic alias move)."""
-    state = await call(request, workflow_of(request).promote, who, body.version, body.reason)
+    state = await call(workflow_of(request).promote, who, body.version, body.reason)
     return state.as_json()
 
 
@@ -280,7 +279,7 @@ class RollbackBody(BaseModel):
 async def rollback(
     body: RollbackBody, request: Request, who: Approver
 ) -> dict[str, Any]:
-    state = await call(request, workflow_of(request).rollback, who, body.to, body.reason)
+    state = await call(workflow_of(request).rollback, who, body.to, body.reason)
     return state.as_json()
 
 
@@ -295,6 +294,6 @@ async def disable(
     policy_id: str, body: DisableBody, request: Request, who: Approver
 ) -> dict[str, Any]:
     """The kill switch: live without this policy, at once, recorded as a new version."""
-    state = await call(request, workflow_of(request).disable, who, policy_id, body.reason)
+    state = await call(workflow_of(request).disable, who, policy_id, body.reason)
     return state.as_json()
 

@@ -2,7 +2,8 @@
 
 Every call names the :class:`Principal` acting; the rules below are checked here, once,
 for the CLI and the HTTP API alike. A refusal raises :class:`Refused` (a stable code, an
-HTTP status and a sentence saying why) and is recorded in the history too.
+HTTP status and a sentence saying why) and is recorded in the history too. An alias never
+moves without its history event.
 
 * **Author** (``author``): ``apply`` a policy directory, or ``put_policy`` /
   ``delete_policy`` / ``put_tests`` on the staging set. Each change writes an immutable
@@ -11,13 +12,13 @@ HTTP status and a sentence saying why) and is recorded in the history too.
 * **Test** (``author``, ``approver``): ``test`` runs the version's suite against that
   version's index and records the result for exactly (version, suite).
 * **Review** (``approver``): ``approve`` is refused to the version's authors and for a
-  version with lint errors.
+  version with lint errors; an approval holds for the suite the version had then.
 * **Promote** (``approver``): refused unless the version's suite has at least one case and
   its latest run, on that very suite, passed; unless a principal who is not an author
-  approved it; and unless lint finds no error. The live alias then moves in one atomic
-  call.
+  approved it with that suite; unless lint finds no error; and for the live version. The
+  live alias then moves in one atomic call, and live keeps that suite.
 * **Rollback** (``approver``): to a version that was live before (default: the one live
-  before the current one).
+  before the current one went live, rollbacks skipped, so rollbacks walk back).
 * **Disable** (``approver``; ``admin`` for a guard): the kill switch. A new version, equal
   to live but with the policy disabled, goes live at once, without tests or approval, with
   its reason recorded. Staging is left alone.
