@@ -257,6 +257,9 @@ class PromoteBody(BaseModel):
 
     version: str | None = Field(default=None, description="default: the staging version")
     reason: str | None = Field(default=None, max_length=500)
+    reenable: list[str] = Field(
+        default=[], max_length=50, description="policies disabled on live by the kill switch to turn back on"
+    )
 
 
 @router.post("/promote")
@@ -264,7 +267,7 @@ async def promote(
     body: PromoteBody, request: Request, who: Approver
 ) -> dict[str, Any]:
     """Make a tested, approved, lint-clean version live (one atomic alias move)."""
-    state = await call(workflow_of(request).promote, who, body.version, body.reason)
+    state = await call(workflow_of(request).promote, who, body.version, body.reason, body.reenable)
     return state.as_json()
 
 

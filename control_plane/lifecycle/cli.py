@@ -213,7 +213,8 @@ def cmd_approve(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_promote(args: argparse.Namespace, settings: Settings) -> int:
     workflow = _workflow(settings)
-    _state(workflow.promote(_principal(args, workflow), args.version, args.reason), args.json)
+    principal = _principal(args, workflow)
+    _state(workflow.promote(principal, args.version, args.reason, args.reenable or ()), args.json)
     return 0
 
 
@@ -414,6 +415,9 @@ def add_policy_actions(actions: Any) -> None:
     promote = actions.add_parser("promote", help="make a tested, approved version live")
     promote.add_argument("version", nargs="?", help="VERSION or staging (default)")
     promote.add_argument("--reason")
+    promote.add_argument("--reenable", action="append", metavar="ID",
+                         help="a policy disabled on live by the kill switch that this version may turn"
+                         " back on (repeatable)")
     _keyed(promote)
     promote.set_defaults(run=_refusals(cmd_promote))
 

@@ -352,12 +352,21 @@ class Workflow:
 
     # --- promotion ------------------------------------------------------------------
 
-    def promote(self, principal: Principal, version: str | None, reason: str | None) -> VersionState:
+    def promote(
+        self,
+        principal: Principal,
+        version: str | None,
+        reason: str | None,
+        reenable: Sequence[str] = (),
+    ) -> VersionState:
+        """``reenable``: policies killed on live (``disable``) the version may turn back on."""
         with self._refusals(principal, "promote", version) as subject:
             self._require(principal, "promote", "approver")
             version = subject["version"] = self.resolve_version(version)
-            if self.environment("live").version == version:
+            live = self.environment("live")
+            if live.version == version:
                 raise Refused("already_live", f"version {version[:12]} is live already")
+            self._refuse_revival(live, version, set(reenable))
             suite_sha = self._refuse_untested(version)
             authors = set(self._authors(version))
             approvers = [
@@ -477,6 +486,25 @@ class Workflow:
                 policy_ids=(policy_id,) if policy_id else (),
             ))
             raise
+
+    def _refuse_revival(self, live: Environment, version: str, allowed: set[str]) -> None:
+        """A policy the kill switch disabled on live stays off unless the promoter says so."""
+        candidate = self.policy_set(version)
+        revived = []
+        for policy in live.policy_set.policies:
+            if policy.enabled or policy.id in allowed:
+                continue
+            if not any(p.id == policy.id and p.enabled for p in candidate.policies):
+                continue
+            killed = self.store.events(env="live", action=LIVE_MOVES, policy_id=policy.id, limit=1)
+            if killed and killed[0].action == "disable":
+                revived.append(f"{policy.id} (disabled by {killed[0].actor}: {killed[0].reason})")
+        if revived:
+            raise Refused(
+                "reenables_disabled",
+                f"version {version[:12]} turns back on what the kill switch disabled on live: "
+                + "; ".join(revived) + ". Disable it in staging too, or promote with reenable",
+            )
 
     def _refuse_untested(self, version: str) -> str:
         """The version's suite sha256, when its last run on that suite passed."""

@@ -117,3 +117,15 @@ def test_export_keeps_a_policy_whose_id_is_a_reserved_file_name(tmp_path: Path) 
     export_policy_set(policy_set, tmp_path / "out", suite=load_suite(ROOT / "policies"))
     assert load_policy_set(tmp_path / "out").version == policy_set.version
     assert load_suite(tmp_path / "out").sha256 == load_suite(ROOT / "policies").sha256
+
+
+def test_a_killed_policy_stays_off_unless_the_promoter_turns_it_back_on(lifecycle: Lifecycle) -> None:
+    wf, bob = lifecycle.workflow, lifecycle.principals["bob"]
+    version = candidate(lifecycle, "teas", "green tea")  # staged before the incident: cheap enabled
+    wf.disable(bob, "cheap", "margin incident")
+    with pytest.raises(Refused) as refused:
+        wf.promote(bob, version, None)
+    assert refused.value.code == "reenables_disabled"
+    assert "cheap (disabled by bob: margin incident)" in refused.value.message
+    wf.promote(bob, version, "incident over", reenable=["cheap"])
+    assert wf.environment("live").policy_set.policy("cheap").enabled
