@@ -71,7 +71,7 @@ def load_policy_set(directory: Path | str) -> PolicySet:
         raise PolicyLoadError([
             PolicyError(code="io_error", message="not a policy directory", file=str(directory))
         ])
-    reading = _Reading(root)
+    reading = YamlReading(root)
     governance = reading.governance()
     vocabularies = reading.vocabularies()
     policies = reading.policies()
@@ -94,7 +94,7 @@ def policy_locations(directory: Path | str) -> dict[str, str]:
     root = Path(directory)
     if not root.is_dir():
         return {}
-    reading = _Reading(root)
+    reading = YamlReading(root)
     found: dict[str, str] = {}
     for path in reading.policy_files():
         for source, data in reading.documents(path):
@@ -311,7 +311,7 @@ class Source:
         return self.at(violation.loc, violation.code, violation.message)
 
 
-class _Reading:
+class YamlReading:
     """The state of one load: the directory and every error found so far."""
 
     def __init__(self, root: Path) -> None:
@@ -445,14 +445,14 @@ class _Reading:
         try:
             return model.model_validate(data)
         except ValidationError as exc:
-            self.errors += _errors(exc, source)
+            self.errors += validation_errors(exc, source)
             return None
 
 
 # --- locating pydantic errors ---------------------------------------------------------
 
 
-def _errors(exc: ValidationError, source: Source) -> list[PolicyError]:
+def validation_errors(exc: ValidationError, source: Source) -> list[PolicyError]:
     """One located error per pydantic error. Invalid values that resolve to the same YAML
     node become one error: the branches of a union (``max`` is neither a number,
     ``{percentile: P}`` nor a capture), or items of a list the model derived."""

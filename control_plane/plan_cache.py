@@ -18,28 +18,25 @@ from control_plane.policy import PolicySet
 T = TypeVar("T")
 
 
-def next_boundary(policy_set: PolicySet, now: datetime) -> datetime | None:
-    """The earliest window start or end strictly after ``now`` (None: no boundary ahead)."""
-    edges = [
+def _edges(policy_set: PolicySet) -> list[datetime]:
+    """Every active-window start and end in the set."""
+    return [
         edge
         for policy in policy_set.policies
         if policy.active is not None
         for edge in (policy.active.start, policy.active.until)
-        if edge is not None and edge > now
+        if edge is not None
     ]
-    return min(edges, default=None)
+
+
+def next_boundary(policy_set: PolicySet, now: datetime) -> datetime | None:
+    """The earliest window start or end strictly after ``now`` (None: no boundary ahead)."""
+    return min((edge for edge in _edges(policy_set) if edge > now), default=None)
 
 
 def previous_boundary(policy_set: PolicySet, now: datetime) -> datetime | None:
     """The latest window start or end at or before ``now`` (None: no boundary behind)."""
-    edges = [
-        edge
-        for policy in policy_set.policies
-        if policy.active is not None
-        for edge in (policy.active.start, policy.active.until)
-        if edge is not None and edge <= now
-    ]
-    return max(edges, default=None)
+    return max((edge for edge in _edges(policy_set) if edge <= now), default=None)
 
 
 class PlanCache(Generic[T]):

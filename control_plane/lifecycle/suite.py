@@ -69,7 +69,7 @@ from pydantic import (
 
 from control_plane import matcher
 from control_plane.errors import PolicyError
-from control_plane.loader import PYDANTIC_CODES, SUFFIXES, TESTS_DIR, Source, _errors, _Reading
+from control_plane.loader import PYDANTIC_CODES, SUFFIXES, TESTS_DIR, Source, YamlReading, validation_errors
 from control_plane.plan import Plan
 from control_plane.renderer import Tier
 from control_plane.service import IDENTIFIER
@@ -324,7 +324,7 @@ def load_suite(directory: Path | str) -> Suite:
         raise SuiteLoadError([
             PolicyError(code="io_error", message="not a policy directory", file=str(directory))
         ])
-    reading = _Reading(root)
+    reading = YamlReading(root)
     located: list[tuple[TestCase, Source]] = []
     for path in case_files(root):
         for source, data in reading.documents(path):
@@ -417,7 +417,7 @@ def _case(source: Source, item: Any, line: int, errors: list[PolicyError]) -> Te
     try:
         return TestCase.model_validate({**item, "file": source.file, "line": line})
     except ValidationError as exc:
-        errors += _errors(exc, source)
+        errors += validation_errors(exc, source)
         return None
 
 
