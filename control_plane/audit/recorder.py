@@ -10,6 +10,7 @@ given up, and that is counted (``govsearch_audit_dropped_records``) and logged a
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import socket
@@ -181,6 +182,18 @@ class ChainedLog:
         """Written records, then buffered ones (not yet sealed)."""
         yield from self.sink.scan()
         yield from self.pending()
+
+    def select(
+        self, request_id: str | None = None, since: datetime | None = None, until: datetime | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """The records with ``request_id`` (when given) and ``time`` in ``[since, until)``,
+        written then buffered; the sink narrows the read where it can."""
+        written = self.sink.select(request_id=request_id, since=since, until=until)
+        for record in itertools.chain(written, self.pending()):
+            if (request_id is None or record.get("request_id") == request_id) and _within(
+                record.get("time"), since, until
+            ):
+                yield record
 
 
 class Recorder:
@@ -383,20 +396,19 @@ class Recorder:
 
     def find(self, request_id: str) -> dict[str, Any] | None:
         found = None
-        for record in self.decisions.scan():
-            if record.get("request_id") == request_id:
-                found = record
+        for record in self.decisions.select(request_id=request_id):
+            found = record
         return found
 
     def decision_records(
         self, since: datetime | None = None, until: datetime | None = None
     ) -> list[dict[str, Any]]:
-        return [r for r in self.decisions.scan() if _within(r.get("time"), since, until)]
+        return list(self.decisions.select(since=since, until=until))
 
     def event_records(
         self, since: datetime | None = None, until: datetime | None = None
     ) -> list[dict[str, Any]]:
-        return [r for r in self.events.scan() if _within(r.get("time"), since, until)]
+        return list(self.events.select(since=since, until=until))
 
     def status(self) -> str:
         """``ok``, or what is wrong with the sinks (``/readyz`` fails while not ``ok``)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -50,6 +51,13 @@ class Sink(Protocol):
         """Every readable record, in write order."""
         ...
 
+    def select(
+        self, *, request_id: str | None, since: datetime | None, until: datetime | None
+    ) -> Iterator[dict[str, Any]]:
+        """At least the records with that request id and ``time`` in ``[since, until)``
+        (a sink may narrow the read or not: the recorder filters exactly)."""
+        ...
+
     def head(self, writer: str) -> Head | None:
         """Where ``writer``'s chain stands in this sink (None: never wrote here)."""
         ...
@@ -87,6 +95,11 @@ class JsonlSink:
             for number, line in enumerate(file, start=1):
                 if line.strip():
                     yield number, line
+
+    def select(
+        self, *, request_id: str | None, since: datetime | None, until: datetime | None
+    ) -> Iterator[dict[str, Any]]:
+        return self.scan()  # a file is read whole
 
     def scan(self) -> Iterator[dict[str, Any]]:
         for _, line in self.lines():
@@ -144,13 +157,36 @@ class EngineSink:
 
     def scan(self) -> Iterator[dict[str, Any]]:
         """Every record, by writer then sequence (paged with ``search_after``)."""
+        return self._paged({"match_all": {}})
+
+    def select(
+        self, *, request_id: str | None, since: datetime | None, until: datetime | None
+    ) -> Iterator[dict[str, Any]]:
+        """The matching records only, found by the engine (request id, time range)."""
+        filters: list[dict[str, Any]] = []
+        if request_id is not None:
+            filters.append({"term": {"request_id": request_id}})
+        # the engine keeps milliseconds: widen by one on each side, the recorder cuts exactly
+        margin = timedelta(milliseconds=1)
+        window = {
+            bound: moment.astimezone(UTC).isoformat()
+            for bound, moment in (
+                ("gte", since - margin if since else None), ("lt", until + margin if until else None)
+            )
+            if moment is not None
+        }
+        if window:
+            filters.append({"range": {"time": window}})
+        return self._paged({"bool": {"filter": filters}} if filters else {"match_all": {}})
+
+    def _paged(self, query: dict[str, Any]) -> Iterator[dict[str, Any]]:
         if not self.engine.index_exists(self.index):
             return
         after: list[Any] | None = None
         while True:
             body: dict[str, Any] = {
                 "size": 1000,
-                "query": {"match_all": {}},
+                "query": query,
                 "sort": [{"writer": "asc"}, {"sequence": "asc"}],
             }
             if after is not None:

@@ -261,7 +261,7 @@ def test_cli_show(
 
 def test_engine_sink_keeps_the_same_chained_records(engine: Engine) -> None:
     from control_plane.audit.record import ErrorOut
-    from control_plane.audit.recorder import Recorder
+    from control_plane.audit.recorder import Recorder, parse_time
     from control_plane.audit.sinks import EngineSink
 
     index = "gstest-audit-sink"
@@ -278,6 +278,16 @@ def test_engine_sink_keeps_the_same_chained_records(engine: Engine) -> None:
         report = verify_lines((n, json.dumps(r)) for n, r in enumerate(records, start=1))
         assert report.ok and report.records == 4
         assert recorder.find("req-1") is not None
+        # reads are narrowed by the engine, and cut exactly by the recorder
+        found = recorder.find("req-1")
+        assert found is not None and found["sequence"] == 3
+        sink = EngineSink(engine, index)
+        narrowed = list(sink.select(request_id="req-0", since=None, until=None))
+        assert [r["sequence"] for r in narrowed] == [0, 2]
+        mid = parse_time(records[2]["time"])
+        expected = [r for r in records if parse_time(r["time"]) >= mid]
+        assert recorder.decision_records(since=mid) == expected and len(expected) >= 2
+        assert recorder.decision_records(until=mid) == [r for r in records if r not in expected]
     finally:
         engine.delete_index(index)
         engine.delete_index(index + "-events")
