@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test test-unit lint typecheck bench engine-start engine-stop clean
+.PHONY: setup demo test test-unit lint typecheck bench bench-lifecycle engine-start engine-stop clean
 
 setup: $(STAMP) local_engine/target/classpath.txt
 
@@ -36,6 +36,9 @@ typecheck: setup
 
 bench: setup
 	$(BIN)/python -m bench.run
+
+bench-lifecycle: setup
+	$(BIN)/python -m bench.lifecycle
 
 engine-start: setup
 	$(BIN)/govsearch engine start

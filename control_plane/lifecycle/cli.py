@@ -279,7 +279,7 @@ def cmd_history(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_suggest(args: argparse.Namespace, settings: Settings) -> int:
     from control_plane.audit.recorder import Recorder
-    from control_plane.lifecycle import suggest
+    from control_plane.lifecycle import suggest, suggest_llm
     from control_plane.loader import dump_policy_yaml
 
     workflow = _workflow(settings)
@@ -296,11 +296,11 @@ def cmd_suggest(args: argparse.Namespace, settings: Settings) -> int:
             timeout=settings.llm.timeout_s, max_retries=0,
         )
         try:
-            drafts = suggest.suggest_llm(
+            drafts = suggest_llm.suggest_llm(
                 signals, client=client, model=settings.llm.model, existing=existing,
                 timeout_s=settings.llm.timeout_s,
             )
-        except suggest.SuggestionError as error:
+        except suggest_llm.SuggestionError as error:
             print(f"the model failed ({error}); deterministic suggestions instead", file=sys.stderr)
     if drafts is None:
         drafts = suggest.suggest_rules(

@@ -13,7 +13,8 @@ import openai
 import pytest
 
 from control_plane.catalog.profile import load_profile
-from control_plane.lifecycle.suggest import Signal, SuggestionError, llm_drafts, suggest_llm
+from control_plane.lifecycle.suggest import Signal
+from control_plane.lifecycle.suggest_llm import SuggestionError, llm_drafts, suggest_llm
 from control_plane.loader import build_policy_set, load_policy_set
 from control_plane.policy import PolicySet
 from tests.agent.conftest import FakeLlm, Reply
