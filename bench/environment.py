@@ -3,18 +3,22 @@ measure against when no URL is given (started on a free port, stopped afterwards
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from control_plane import local_engine
-from control_plane.engine import Engine
+from control_plane.config import EngineSettings
+from control_plane.engine import Engine, connect
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = ROOT / ".govsearch" / "bench-run"
@@ -95,3 +99,34 @@ def engine_url(url: str | None, heap: str) -> Iterator[str]:
         yield state.url
     finally:
         local_engine.stop(DATA_DIR)
+
+
+def recorded_run(
+    command: str,
+    engine_url_arg: str | None,
+    heap: str,
+    out: Path,
+    measure: Callable[[Engine, str], dict[str, Any]],
+) -> dict[str, Any]:
+    """Measure against an engine (``engine_url_arg``, else a local one of our own) and write
+    one JSON result to ``out``: the command, the machine, the engine, the load average
+    around the run, its duration, and what ``measure(engine, url)`` returns."""
+    started = time.perf_counter()
+    with engine_url(engine_url_arg, heap) as url:
+        engine = connect(EngineSettings(url=url, timeout_s=60))
+        try:
+            result: dict[str, Any] = {
+                "command": command,
+                "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+                "machine": machine(),
+                "load_average_at_start": list(os.getloadavg()),
+                "engine": engine_facts(engine) | {"started_by_bench": not engine_url_arg},
+            }
+            result.update(measure(engine, url))
+        finally:
+            engine.close()
+    result["duration_s"] = round(time.perf_counter() - started, 1)
+    result["load_average_at_end"] = list(os.getloadavg())
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return result

@@ -11,8 +11,6 @@ prints Markdown.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import shlex
 import shutil
 import sys
@@ -28,7 +26,7 @@ from bench import environment
 from bench.stats import summary, timed
 from control_plane.bootstrap import prepare, profile_of, publish_policies
 from control_plane.config import EngineSettings, Settings
-from control_plane.engine import Engine, connect
+from control_plane.engine import Engine
 from control_plane.lifecycle.keys import Principal
 from control_plane.lifecycle.workflow import Workflow
 from control_plane.service import SearchRequest, SearchService
@@ -180,24 +178,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heap", default="512m")
     args = parser.parse_args(argv)
     out = args.out or RESULTS / f"{datetime.now(UTC).date().isoformat()}-lifecycle.json"
-    started = time.perf_counter()
-    with environment.engine_url(args.engine_url, args.heap) as url:
-        engine = connect(EngineSettings(url=url, timeout_s=60))
-        try:
-            result: dict[str, Any] = {
-                "command": "python -m bench.lifecycle " + shlex.join(sys.argv[1:] if argv is None else argv),
-                "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
-                "machine": environment.machine(),
-                "load_average_at_start": list(os.getloadavg()),
-                "engine": environment.engine_facts(engine),
-                "lifecycle": run(engine, url, args.rounds, args.seconds),
-            }
-        finally:
-            engine.close()
-    result["duration_s"] = round(time.perf_counter() - started, 1)
-    result["load_average_at_end"] = list(os.getloadavg())
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    command = "python -m bench.lifecycle " + shlex.join(sys.argv[1:] if argv is None else argv)
+
+    def measure(engine: Engine, url: str) -> dict[str, Any]:
+        return {"lifecycle": run(engine, url, args.rounds, args.seconds)}
+
+    result = environment.recorded_run(command, args.engine_url, args.heap, out, measure)
     print(markdown(result))
     print(f"\nwritten to {out}", file=sys.stderr)
     return 0

@@ -8,19 +8,15 @@ Runs both benchmarks against one real engine and writes one JSON result file (de
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import shlex
 import sys
-import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from bench import environment, governed, percolation
-from control_plane.config import EngineSettings
-from control_plane.engine import connect
+from control_plane.engine import Engine
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -53,31 +49,19 @@ def main(argv: list[str] | None = None) -> int:
     plan = QUICK if args.quick else FULL
     stamp = datetime.now(UTC).date().isoformat() + ("-quick" if args.quick else "")
     out = args.out or RESULTS / f"{stamp}.json"
-    started = time.perf_counter()
-    with environment.engine_url(args.engine_url, args.heap) as url:
-        engine = connect(EngineSettings(url=url, timeout_s=60))
+    command = "python -m bench.run " + shlex.join(sys.argv[1:] if argv is None else argv)
+
+    def measure(engine: Engine, url: str) -> dict[str, Any]:
+        measured: dict[str, Any] = {"mode": "quick" if args.quick else "full"}
         try:
-            result: dict[str, Any] = {
-                "command": "python -m bench.run " + shlex.join(sys.argv[1:] if argv is None else argv),
-                "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
-                "mode": "quick" if args.quick else "full",
-                "machine": environment.machine(),
-                "load_average_at_start": list(os.getloadavg()),
-                "engine": environment.engine_facts(engine) | {"started_by_bench": not args.engine_url},
-            }
-            sizes = plan.sizes
-            try:
-                result["percolation"] = percolation.run(engine, sizes, *plan.percolation)
-            finally:
-                if not args.keep:
-                    percolation.clean_up(engine, sizes)
-            result["governed"] = governed.run(engine, url, *plan.governed)
+            measured["percolation"] = percolation.run(engine, plan.sizes, *plan.percolation)
         finally:
-            engine.close()
-    result["duration_s"] = round(time.perf_counter() - started, 1)
-    result["load_average_at_end"] = list(os.getloadavg())
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+            if not args.keep:
+                percolation.clean_up(engine, plan.sizes)
+        measured["governed"] = governed.run(engine, url, *plan.governed)
+        return measured
+
+    result = environment.recorded_run(command, args.engine_url, args.heap, out, measure)
     print(markdown(result))
     print(f"\nwritten to {out} in {result['duration_s']} s", file=sys.stderr)
     return 0
