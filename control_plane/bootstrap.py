@@ -19,7 +19,7 @@ from control_plane.catalog_loader import LoadReport, load_catalog, load_purchase
 from control_plane.config import Settings, project_path
 from control_plane.engine import Engine
 from control_plane.loader import load_policy_set
-from control_plane.service import PURCHASES_INDEX
+from control_plane.service import PURCHASES_INDEX, SearchService
 
 resolve = project_path
 
@@ -39,22 +39,27 @@ def profile_of(settings: Settings) -> CatalogProfile:
 def publish_policies(
     engine: Engine, settings: Settings, directory: str | Path, env: str = "live"
 ) -> tuple[str, str]:
-    """Publish a policy directory straight to ``env``: the operator's bootstrap path, with
-    no review. ``live`` and ``staging`` publications are recorded in the history (with the
-    directory's tests, so they can be exported and promoted from); ``scratch`` is not."""
+    """Publish a policy directory straight to ``env`` (``live`` or ``staging``): the
+    operator's bootstrap path, with no review, recorded in the history with the directory's
+    tests (so it can be exported and promoted from)."""
     from control_plane.lifecycle.suite import load_suite
     from control_plane.lifecycle.workflow import Workflow, policy_files
 
     root = resolve(directory)
     policy_set = load_policy_set(root)
-    if env == "scratch":
-        index = policy_store.publish(engine, settings.policies.index_prefix, policy_set, env)
-        return index, policy_set.version
     workflow = Workflow(settings, engine, profile_of(settings))
     version = workflow.bootstrap(
         "operator", policy_set, load_suite(root), env, policy_files(root)
     )
     return workflow.index_of(version), version
+
+
+def directory_service(engine: Engine, settings: Settings, directory: str | Path) -> SearchService:
+    """A search service over a policy directory as it is on disk: pinned to the directory's
+    own version index (written if missing, immutable like any); no environment moves."""
+    policy_set = load_policy_set(resolve(directory))
+    index = policy_store.write_index(engine, settings.policies.index_prefix, policy_set)
+    return SearchService(settings, engine, profile_of(settings), index=index)
 
 
 def read_personas(path: Path) -> list[dict[str, Any]]:

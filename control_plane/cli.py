@@ -6,25 +6,17 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
-from datetime import UTC
 from pathlib import Path
 from typing import Any
 
 from control_plane import local_engine
 from control_plane.audit.cli import add_audit_commands
+from control_plane.cli_support import CliError, connect_engine, print_json, time_option
 from control_plane.config import Settings, load_settings
 from control_plane.engine import EngineError
-from control_plane.lifecycle.cli import LifecycleCliError, add_keys_commands, add_policy_actions
+from control_plane.lifecycle.cli import add_keys_commands, add_policy_actions
 
 Command = Callable[[argparse.Namespace, Settings], int]
-
-
-class CliError(Exception):
-    """A one-line reason, printed as ``govsearch: error: ...`` with exit code 1."""
-
-
-def _print_json(data: Any) -> None:
-    print(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False))
 
 
 # --- engine ---------------------------------------------------------------------
@@ -60,7 +52,7 @@ def cmd_engine_status(args: argparse.Namespace, settings: Settings) -> int:
         "pid": state.pid if state else None,
     }
     if args.json:
-        _print_json(report)
+        print_json(report)
     else:
         print(f"{url}: {report['status'] if health else 'not answering'}")
     return 0 if health else 1
@@ -75,15 +67,6 @@ def cmd_engine_stop(args: argparse.Namespace, settings: Settings) -> int:
 # --- catalog, policies, search ----------------------------------------------------
 
 
-def _engine(settings: Settings) -> Any:
-    from control_plane.engine import EngineError, connect
-
-    try:
-        return connect(settings.engine)
-    except EngineError as error:
-        raise CliError(f"{error} (start one with: govsearch engine start)") from error
-
-
 def cmd_load_catalog(args: argparse.Namespace, settings: Settings) -> int:
     from control_plane.bootstrap import resolve
     from control_plane.catalog.profile import load_profile
@@ -92,7 +75,7 @@ def cmd_load_catalog(args: argparse.Namespace, settings: Settings) -> int:
     profile = load_profile(resolve(args.profile or settings.catalog.profile))
     try:
         report = load_catalog(
-            _engine(settings), profile, resolve(args.file or settings.catalog.file)
+            connect_engine(settings), profile, resolve(args.file or settings.catalog.file)
         )
     except CatalogLoadError as error:
         raise CliError(str(error)) from error
@@ -117,23 +100,13 @@ def _request(args: argparse.Namespace) -> Any:
 
 
 def _service(args: argparse.Namespace, settings: Settings, env: str = "live") -> Any:
-    from control_plane.bootstrap import profile_of, publish_policies
+    from control_plane.bootstrap import directory_service, profile_of
     from control_plane.service import SearchService
 
-    engine = _engine(settings)
+    engine = connect_engine(settings)
     if getattr(args, "policies", None):
-        publish_policies(engine, settings, args.policies, env="scratch")
-        env = "scratch"
+        return directory_service(engine, settings, args.policies)
     return SearchService(settings, engine, profile_of(settings), env=env)
-
-
-def _now(args: argparse.Namespace) -> Any:
-    from datetime import datetime
-
-    if not args.now:
-        return None
-    moment = datetime.fromisoformat(args.now)
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def cmd_compile(args: argparse.Namespace, settings: Settings) -> int:
@@ -141,7 +114,7 @@ def cmd_compile(args: argparse.Namespace, settings: Settings) -> int:
 
     service = _service(args, settings)
     request = _request(args)
-    compiled = service.compile(request, _now(args))
+    compiled = service.compile(request, time_option(args.now))
     dsl = service.render(compiled, request, "strict")
     result = {
         "policy_set_version": compiled.policy_set_version,
@@ -150,7 +123,7 @@ def cmd_compile(args: argparse.Namespace, settings: Settings) -> int:
         "dsl": dsl,
     }
     if args.json:
-        _print_json(result)
+        print_json(result)
     else:
         explanation = result["explanation"]
         print(
@@ -168,10 +141,10 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
 
     service = _service(args, settings)
     request = _request(args)
-    outcome = service.search(request, _now(args))
+    outcome = service.search(request, time_option(args.now))
     response = search_response("cli", request, outcome, service.profile)
     if args.json:
-        _print_json(response.model_dump(exclude_none=True))
+        print_json(response.model_dump(exclude_none=True))
     else:
         print(
             f"{response.status} tier={response.tier} total={response.total}"
@@ -231,7 +204,7 @@ def cmd_policy_publish(args: argparse.Namespace, settings: Settings) -> int:
 
     try:
         index, version = publish_policies(
-            _engine(settings), settings, args.dir or settings.policies.dir, args.env
+            connect_engine(settings), settings, args.dir or settings.policies.dir, args.env
         )
     except PolicyLoadError as error:
         return _report_load_errors(error)
@@ -245,7 +218,9 @@ def _add_request_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--market", help="market code, e.g. us or fr")
     parser.add_argument("--user", help="user id, for the purchase-history boost")
     parser.add_argument("--now", help="evaluate at this ISO time (active windows)")
-    parser.add_argument("--policies", help="load this policy directory into a scratch index first")
+    parser.add_argument(
+        "--policies", help="use this policy directory (its own version index; no environment moves)"
+    )
     parser.add_argument("--json", action="store_true", help="print JSON")
 
 
@@ -348,7 +323,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = load_settings(args.config)
         run: Command = args.run
         return run(args, settings)
-    except (CliError, LifecycleCliError) as error:
+    except CliError as error:
         print(f"govsearch: error: {error}", file=sys.stderr)
         return 1
     except (ValueError, FileNotFoundError) as error:

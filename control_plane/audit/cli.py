@@ -10,23 +10,18 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from control_plane.cli_support import CliError, connect_engine, print_json
 from control_plane.config import Settings
-
-
-def _print_json(data: Any) -> None:
-    print(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False))
 
 
 def _recorder(settings: Settings) -> Any:
     from control_plane.audit.recorder import Recorder
-    from control_plane.cli import _engine
 
-    engine = _engine(settings) if settings.audit.sink == "engine" else None
+    engine = connect_engine(settings) if settings.audit.sink == "engine" else None
     return Recorder.from_settings(settings, engine)
 
 
 def _find(settings: Settings, request_id: str) -> dict[str, Any]:
-    from control_plane.cli import CliError
 
     record: dict[str, Any] | None = _recorder(settings).find(request_id)
     if record is None:
@@ -35,18 +30,17 @@ def _find(settings: Settings, request_id: str) -> dict[str, Any]:
 
 
 def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
-    _print_json(_find(settings, args.request_id))
+    print_json(_find(settings, args.request_id))
     return 0
 
 
 def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
     from control_plane.audit.sinks import EngineSink, JsonlSink
     from control_plane.audit.verify import verify_lines
-    from control_plane.cli import CliError, _engine
 
     lines: Iterable[tuple[int, str]]
     if args.engine or (settings.audit.sink == "engine" and not args.sink):
-        sink = EngineSink(_engine(settings), args.index or settings.audit.index)
+        sink = EngineSink(connect_engine(settings), args.index or settings.audit.index)
         if not sink.engine.index_exists(sink.index):
             raise CliError(f"no audit index at {sink.describe()}")
         # documents in (writer, sequence) order, numbered from 1: the "line" of a break
@@ -59,7 +53,7 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
         lines, where, unit = JsonlSink(path).lines(), str(path), "line"
     report = verify_lines(lines)
     if args.json:
-        _print_json(report.as_json())
+        print_json(report.as_json())
     elif report.broken is None:
         print(f"OK: {report.records} records in {where}")
         for writer, (sequence, digest) in sorted(report.heads.items()):
@@ -74,7 +68,7 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
     from control_plane.audit.replay import ReplayRefused, replay
-    from control_plane.cli import CliError, _service
+    from control_plane.cli import _service
 
     record = _find(settings, args.request_id)
     args.policies = None
@@ -86,7 +80,7 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
     finally:
         service.close()
     if args.json:
-        _print_json(result)
+        print_json(result)
         return 0
     print(
         f"original {result['original']['policy_set_version'][:12]}"

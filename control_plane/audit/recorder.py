@@ -43,6 +43,7 @@ from control_plane.audit.sinks import EngineSink, JsonlSink, Sink, SinkError
 from control_plane.audit.telemetry import Telemetry
 from control_plane.config import Settings
 from control_plane.engine import Engine, EngineError
+from control_plane.times import iso, parse_time
 
 if TYPE_CHECKING:
     from control_plane.service import Compiled, Outcome, SearchRequest, SearchService
@@ -282,7 +283,7 @@ class Recorder:
             fields["status"] = status
         record = DecisionRecord(
             request_id=request_id,
-            time=_iso(time or self.clock()),
+            time=iso(time or self.clock()),
             client=client,
             endpoint=endpoint,
             extraction=extraction,
@@ -324,7 +325,7 @@ class Recorder:
         fields["status"] = "error" if error is not None else status
         record = DecisionRecord(
             request_id=request_id,
-            time=_iso(time or self.clock()),
+            time=iso(time or self.clock()),
             client=turn.client,
             endpoint=endpoint,
             session_id=pseudonym(turn.session_id, raw),
@@ -356,7 +357,7 @@ class Recorder:
         raw = self.store_raw_intent
         record = DecisionRecord(
             request_id=request_id,
-            time=_iso(time or self.clock()),
+            time=iso(time or self.clock()),
             client=client,
             endpoint=endpoint,
             extraction=extraction,
@@ -423,15 +424,6 @@ class Recorder:
             if chained.dropped:
                 problems.append(f"{name}: {chained.dropped} record(s) lost (retry buffer full)")
         return "; ".join(problems) or "ok"
-
-
-def _iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
-def parse_time(value: str) -> datetime:
-    moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _within(value: Any, since: datetime | None, until: datetime | None) -> bool:

@@ -17,11 +17,11 @@ from typing import Any
 
 from control_plane import matcher, policy_store
 from control_plane.audit.record import sha256_json
-from control_plane.audit.recorder import parse_time
 from control_plane.composer import ComposeContext, compose
 from control_plane.engine import EngineError
 from control_plane.plan import Composition
 from control_plane.service import SearchService
+from control_plane.times import parse_time
 
 
 class ReplayRefused(Exception):

@@ -23,8 +23,9 @@ from control_plane.audit import impact as impact_stage
 from control_plane.audit import replay as replay_stage
 from control_plane.audit.metrics import CONTENT_TYPE
 from control_plane.audit.record import ErrorOut, EventRecord
-from control_plane.audit.recorder import Recorder, parse_time
+from control_plane.audit.recorder import Recorder
 from control_plane.service import IDENTIFIER, Outcome, SearchRequest, SearchService
+from control_plane.times import iso, parse_time
 
 CLIENT_HEADER = "x-govsearch-client"
 RECORDED_PATHS = {"/v1/search": "search", "/v1/agent/query": "agent"}
@@ -182,7 +183,7 @@ async def event(body: EventBody, request: Request) -> dict[str, Any]:
     await run_in_threadpool(_record, recorder, body.request_id)
     record = EventRecord(
         event_id=recorder.new_event_id(),
-        time=recorder.clock().isoformat().replace("+00:00", "Z"),
+        time=iso(recorder.clock()),
         **body.model_dump(),
     )
     return await run_in_threadpool(recorder.event, record)

@@ -136,14 +136,7 @@ class EngineSink:
 
     def _ensure(self) -> None:
         if not self._ready:
-            if not self.engine.index_exists(self.index):
-                try:
-                    self.engine.create_index(self.index, AUDIT_MAPPING)
-                except EngineError as error:
-                    if "already_exists" not in str(error) and "resource_already_exists" not in str(
-                        error.info
-                    ):
-                        raise
+            self.engine.ensure_index(self.index, AUDIT_MAPPING)
             self._ready = True
 
     def write(self, record: dict[str, Any]) -> None:

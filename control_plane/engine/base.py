@@ -78,6 +78,16 @@ class Engine(ABC):
     def create_index(self, name: str, body: Mapping[str, Any]) -> None:
         self.request("PUT", _path(name), body=body)
 
+    def ensure_index(self, name: str, body: Mapping[str, Any]) -> None:
+        """Create the index unless it exists (another process creating it meanwhile is fine)."""
+        if self.index_exists(name):
+            return
+        try:
+            self.create_index(name, body)
+        except EngineError as error:
+            if "already_exists" not in f"{error} {error.info}":
+                raise
+
     def delete_index(self, name: str) -> None:
         self.request("DELETE", _path(name), params={"ignore_unavailable": "true"})
 

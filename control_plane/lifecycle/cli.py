@@ -17,31 +17,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from control_plane.cli_support import CliError, connect_engine, print_json, time_option
 from control_plane.config import Settings, project_path
-
-
-class LifecycleCliError(Exception):
-    """A one-line reason (printed as ``govsearch: error: ...``, exit code 1)."""
-
-
-def _print_json(data: Any) -> None:
-    print(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False))
-
-
-def _engine(settings: Settings) -> Any:
-    from control_plane.engine import EngineError, connect
-
-    try:
-        return connect(settings.engine)
-    except EngineError as error:
-        raise LifecycleCliError(f"{error} (start one with: govsearch engine start)") from error
 
 
 def _workflow(settings: Settings, engine: Any = None) -> Any:
     from control_plane.bootstrap import profile_of
     from control_plane.lifecycle.workflow import Workflow
 
-    return Workflow(settings, engine or _engine(settings), profile_of(settings))
+    return Workflow(settings, engine or connect_engine(settings), profile_of(settings))
 
 
 def _principal(args: argparse.Namespace, workflow: Any) -> Any:
@@ -51,14 +35,7 @@ def _principal(args: argparse.Namespace, workflow: Any) -> Any:
     try:
         return KeyStore(workflow.engine, workflow.settings.auth.keys_index).authenticate(key)
     except AuthError as error:
-        raise LifecycleCliError(f"{error} (--api-key or GOVSEARCH_API_KEY)") from error
-
-
-def _now(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+        raise CliError(f"{error} (--api-key or GOVSEARCH_API_KEY)") from error
 
 
 def _refusals(run: Any) -> Any:
@@ -86,7 +63,7 @@ def _refusals(run: Any) -> Any:
 def _state(state: Any, as_json: bool) -> None:
     data = state.as_json()
     if as_json:
-        _print_json(data)
+        print_json(data)
         return
     test = data["last_test"]
     print(f"version {data['version']}")
@@ -102,29 +79,23 @@ def _state(state: Any, as_json: bool) -> None:
 
 
 def cmd_test(args: argparse.Namespace, settings: Settings) -> int:
-    from control_plane import policy_store
+    from control_plane.bootstrap import directory_service
     from control_plane.lifecycle.runner import run_suite
     from control_plane.lifecycle.suite import load_suite
-    from control_plane.loader import load_policy_set
 
     if args.version:
         workflow = _workflow(settings)
         report = workflow.test(_principal(args, workflow), args.version)
     else:
         directory = project_path(args.dir or settings.policies.dir)
-        policy_set = load_policy_set(directory)
+        service = directory_service(connect_engine(settings), settings, directory)
         suite = load_suite(directory)
-        workflow = _workflow(settings)
-        index = policy_store.write_index(workflow.engine, settings.policies.index_prefix, policy_set)
-        from control_plane.service import SearchService
-
-        service = SearchService(settings, workflow.engine, workflow.profile, index=index)
         try:
             report = run_suite(service, suite)
         finally:
             service.close()
     if args.json:
-        _print_json(report.as_json())
+        print_json(report.as_json())
     else:
         print(report.human())
     return 0 if report.passed else 1
@@ -149,11 +120,11 @@ def cmd_lint(args: argparse.Namespace, settings: Settings) -> int:
         from control_plane.bootstrap import profile_of
 
         findings = lint.lint_directory(
-            directory, mapping=mapping, now=_now(args.now) or datetime.now(UTC),
+            directory, mapping=mapping, now=time_option(args.now) or datetime.now(UTC),
             tested_policy_ids=tested, profile=profile_of(settings),
         )
     if args.json:
-        _print_json({"findings": [f.as_json() for f in findings]})
+        print_json({"findings": [f.as_json() for f in findings]})
     else:
         for finding in findings:
             print(f"{finding.location}: {finding.severity}: {finding.code}: {finding.message}")
@@ -163,21 +134,18 @@ def cmd_lint(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_diff(args: argparse.Namespace, settings: Settings) -> int:
-    from control_plane import policy_store
+    from control_plane.bootstrap import directory_service
     from control_plane.lifecycle import regression
-    from control_plane.loader import load_policy_set
     from control_plane.service import SearchService
 
     workflow = _workflow(settings)
     requests = regression.load_queries(project_path(args.queries))
-    now = _now(args.now) or datetime.now(UTC)
+    now = time_option(args.now) or datetime.now(UTC)
 
     def service_for(target: str, default_env: str) -> SearchService:
         if Path(target).is_dir():
-            policy_set = load_policy_set(target)
-            index = policy_store.write_index(workflow.engine, settings.policies.index_prefix, policy_set)
-        else:
-            index = workflow.index_of(workflow.resolve_version(target, default_env))
+            return directory_service(workflow.engine, settings, target)
+        index = workflow.index_of(workflow.resolve_version(target, default_env))
         return SearchService(settings, workflow.engine, workflow.profile, index=index)
 
     before, after = service_for(args.from_, "live"), service_for(args.to, "staging")
@@ -187,7 +155,7 @@ def cmd_diff(args: argparse.Namespace, settings: Settings) -> int:
         before.close()
         after.close()
     if args.json:
-        _print_json(result.as_json())
+        print_json(result.as_json())
     else:
         print(result.human())
     return 0
@@ -249,7 +217,7 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
             files=workflow.files_of(environment.version),
         )
     except FileExistsError as error:
-        raise LifecycleCliError(str(error)) from error
+        raise CliError(str(error)) from error
     print(f"{args.env} ({environment.version}): {len(written)} files written to {args.dir}")
     return 0
 
@@ -260,7 +228,7 @@ def cmd_history(args: argparse.Namespace, settings: Settings) -> int:
         outcome=None if args.refusals else "done", limit=args.limit,
     )
     if args.json:
-        _print_json({"events": [e.as_json() for e in events]})
+        print_json({"events": [e.as_json() for e in events]})
         return 0
     for event in events:
         details = event.details or {}
@@ -322,14 +290,18 @@ def cmd_suggest(args: argparse.Namespace, settings: Settings) -> int:
 # --- keys ---------------------------------------------------------------------------------
 
 
-def cmd_keys_create(args: argparse.Namespace, settings: Settings) -> int:
+def _keys(settings: Settings) -> Any:
     from control_plane.lifecycle.keys import KeyStore
 
-    store = KeyStore(_engine(settings), settings.auth.keys_index)
+    return KeyStore(connect_engine(settings), settings.auth.keys_index)
+
+
+def cmd_keys_create(args: argparse.Namespace, settings: Settings) -> int:
+    store = _keys(settings)
     try:
         key, principal = store.create(args.principal, args.role, datetime.now(UTC), args.label)
     except ValueError as error:
-        raise LifecycleCliError(str(error)) from error
+        raise CliError(str(error)) from error
     print(key)
     print(f"{principal.name} ({', '.join(sorted(principal.roles))}), key id {principal.key_id};"
           " the key is shown once: store it now", file=sys.stderr)
@@ -337,11 +309,9 @@ def cmd_keys_create(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_keys_list(args: argparse.Namespace, settings: Settings) -> int:
-    from control_plane.lifecycle.keys import KeyStore
-
-    entries = KeyStore(_engine(settings), settings.auth.keys_index).list()
+    entries = _keys(settings).list()
     if args.json:
-        _print_json(entries)
+        print_json(entries)
     for entry in [] if args.json else entries:
         state = f"revoked {entry['revoked_at']}" if entry.get("revoked_at") else "active"
         print(f"{entry['key_id']}  {entry['principal']:<14} {','.join(entry['roles']):<24} {state}")
@@ -349,10 +319,8 @@ def cmd_keys_list(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_keys_revoke(args: argparse.Namespace, settings: Settings) -> int:
-    from control_plane.lifecycle.keys import KeyStore
-
-    if not KeyStore(_engine(settings), settings.auth.keys_index).revoke(args.key_id, datetime.now(UTC)):
-        raise LifecycleCliError(f"no key with id {args.key_id}")
+    if not _keys(settings).revoke(args.key_id, datetime.now(UTC)):
+        raise CliError(f"no key with id {args.key_id}")
     print(f"revoked {args.key_id}")
     return 0
 

@@ -31,7 +31,7 @@ from datetime import datetime
 from typing import Any, Literal, get_args
 
 from control_plane.engine import Engine
-from control_plane.lifecycle.store import iso
+from control_plane.times import iso
 
 Role = Literal["search", "author", "approver", "auditor", "admin"]
 ROLES: tuple[str, ...] = get_args(Role)
@@ -92,8 +92,7 @@ class KeyStore:
         self.index = index
 
     def _ensure(self) -> None:
-        if not self.engine.index_exists(self.index):
-            self.engine.create_index(self.index, KEYS_MAPPING)
+        self.engine.ensure_index(self.index, KEYS_MAPPING)
 
     def create(
         self, principal: str, roles: Iterable[str], now: datetime, label: str | None = None

@@ -20,10 +20,11 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from control_plane.engine import Engine, EngineError
+from control_plane.times import iso
 
 _KEYWORD = {"type": "keyword"}
 _OPAQUE = {"type": "object", "enabled": False}
@@ -68,10 +69,6 @@ HISTORY_MAPPING: dict[str, Any] = {
         },
     },
 }
-
-def iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
 
 @dataclass(frozen=True)
 class Event:
@@ -132,12 +129,7 @@ class LifecycleStore:
         if self._ready:
             return
         for name, mapping in ((self.registry, REGISTRY_MAPPING), (self.history, HISTORY_MAPPING)):
-            if not self.engine.index_exists(name):
-                try:
-                    self.engine.create_index(name, mapping)
-                except EngineError as error:  # created meanwhile by another process
-                    if "already_exists" not in str(error) and "already exists" not in str(error):
-                        raise
+            self.engine.ensure_index(name, mapping)
         self._ready = True
 
     # --- registry -----------------------------------------------------------------

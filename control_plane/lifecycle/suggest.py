@@ -40,11 +40,11 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from control_plane.audit.recorder import parse_time
 from control_plane.catalog.profile import CatalogProfile
 from control_plane.engine import Engine
 from control_plane.matcher import clean_intent
 from control_plane.policy import Policy, PolicySet
+from control_plane.times import parse_time
 
 log = logging.getLogger("govsearch.suggest")
 

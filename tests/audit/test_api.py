@@ -261,8 +261,9 @@ def test_cli_show(
 
 def test_engine_sink_keeps_the_same_chained_records(engine: Engine) -> None:
     from control_plane.audit.record import ErrorOut
-    from control_plane.audit.recorder import Recorder, parse_time
+    from control_plane.audit.recorder import Recorder
     from control_plane.audit.sinks import EngineSink
+    from control_plane.times import parse_time
 
     index = "gstest-audit-sink"
     engine.delete_index(index)
