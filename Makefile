@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test test-unit lint typecheck bench bench-lifecycle engine-start engine-stop clean
+.PHONY: setup demo test test-unit test-clocks lint typecheck bench bench-lifecycle engine-start engine-stop clean
 
 setup: $(STAMP) local_engine/target/classpath.txt
 
@@ -27,6 +27,17 @@ test: setup
 
 test-unit: setup
 	$(BIN)/pytest -m "not engine"
+
+# The suite under moved wall clocks (time-machine): the pure tests with no engine reachable
+# (an unmarked engine test would fail), then the policy suites and the time drills on the
+# engine. Fixtures pin their own instant, so every run must pass.
+CLOCKS ?= 2026-12-25T12:00:00Z 2027-01-10T12:00:00Z
+test-clocks: setup
+	@for at in $(CLOCKS); do \
+	  echo "== wall clock at $$at"; \
+	  GOVSEARCH_TEST_TRAVEL=$$at GOVSEARCH_ENGINE_URL=http://127.0.0.1:9 $(BIN)/pytest -q -m "not engine" || exit 1; \
+	  GOVSEARCH_TEST_TRAVEL=$$at $(BIN)/pytest -q tests/policies tests/lifecycle/test_time_as_input.py || exit 1; \
+	done
 
 lint: setup
 	$(BIN)/ruff check control_plane agent_gateway tests bench

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -43,11 +42,11 @@ from agent_gateway.settings import GatewaySettings
 from control_plane.api.models import SearchResponse
 from control_plane.audit import record as audit
 from control_plane.audit.recorder import AgentTurn, Recorder, error_of
-from control_plane.service import Compiled, Outcome, SearchRequest, SearchService, utcnow
+from control_plane.service import Compiled, Outcome, SearchRequest, SearchService
+from control_plane.times import Clock
 
 log = logging.getLogger("govsearch.agent")
 
-Clock = Callable[[], datetime]
 ABSTAIN_GUARDS_ONLY = (
     "no merchandising policy recognised the intent (only guards matched) and require_policy_match is on"
 )
@@ -70,8 +69,7 @@ class Governed:
 
 
 def governed_search(
-    service: SearchService, request: SearchRequest, *, require_policy_match: bool,
-    now: datetime | None = None,
+    service: SearchService, request: SearchRequest, *, require_policy_match: bool, now: datetime,
 ) -> Governed:
     if require_policy_match:
         compiled = service.compile(request, now)
@@ -148,11 +146,13 @@ class AgentGateway:
         service: SearchService,
         settings: GatewaySettings | None = None,
         *,
+        clock: Clock,
         llm: LlmClient | None = None,
-        clock: Clock = utcnow,
         recorder: Recorder | None = None,
     ) -> None:
         self.service = service
+        self.clock = clock
+        """each query's instant (policies, records) and the budgets' minute and day"""
         self.settings = settings or GatewaySettings()
         if llm is None and service.settings.llm.base_url:
             llm = LlmClient(service.settings.llm)
@@ -180,7 +180,7 @@ class AgentGateway:
     def query(self, body: AgentQuery, *, client: str, request_id: str) -> AgentResponse:
         """Answer one message and write its one decision record. Raises ``BudgetExceeded``,
         ``MessageTooLarge``, ``LlmUnavailable`` or ``EngineError`` (recorded first)."""
-        now = self.service.clock()
+        now = self.clock()
         progress = _Progress(client, body, "llm" if self.llm is not None else "rules")
         try:
             response = self._query(body, client, request_id, now, progress)

@@ -6,6 +6,7 @@ validation as extracted intents (:func:`validate_intent`) and then the governed 
 
     python -m agent_gateway.mcp_server                  # stdio
     python -m agent_gateway.mcp_server --http --port N  # streamable HTTP on 127.0.0.1:N/mcp
+    python -m agent_gateway.mcp_server --now 2026-12-10T12:00:00Z   # every call at that instant
 
 The engine and policies come from the usual configuration (``govsearch.yaml``,
 ``GOVSEARCH_*``); the engine is first contacted when the tool is called.
@@ -20,6 +21,7 @@ import threading
 import uuid
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import datetime
 from typing import Any, Literal
 
 import anyio
@@ -37,6 +39,7 @@ from control_plane.bootstrap import profile_of
 from control_plane.config import load_settings
 from control_plane.engine import connect
 from control_plane.service import IDENTIFIER, SearchRequest, SearchService
+from control_plane.times import Clock, parse_time, system_clock
 
 MCP_CLIENT = "mcp"
 
@@ -71,9 +74,17 @@ class ServiceHolder:
     without an engine). The recorder writes to the configured sink under its own chain,
     ``<instance id>-mcp``, since this is a separate writer from the HTTP API."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock, at: datetime | None = None) -> None:
+        self.clock = clock
+        """each tool call's record time, and its instant unless ``at`` is given"""
+        self.at = at
+        """evaluate every call at this instant instead (``--now``: previews, tests)"""
         self._service: SearchService | None = None
         self._lock = threading.Lock()
+
+    def now(self) -> datetime:
+        """The instant a tool call is evaluated at."""
+        return self.at or self.clock()
 
     def get(self) -> SearchService:
         with self._lock:
@@ -82,13 +93,17 @@ class ServiceHolder:
                 writer = f"{settings.audit.instance_id or socket.gethostname()}-mcp"
                 audit = settings.audit.model_copy(update={"instance_id": writer})
                 engine = connect(settings.engine)
-                recorder = Recorder.from_settings(settings.model_copy(update={"audit": audit}), engine)
+                recorder = Recorder.from_settings(
+                    settings.model_copy(update={"audit": audit}), engine, clock=self.clock
+                )
                 self._service = SearchService(settings, engine, profile_of(settings), recorder=recorder)
             return self._service
 
 
 def search_products_sync(service: SearchService, gateway: GatewaySettings, intent: str,
-                         user_id: str | None = None, cohorts: Sequence[str] = ()) -> SearchProductsResult:
+                         user_id: str | None = None, cohorts: Sequence[str] = (), *,
+                         now: datetime) -> SearchProductsResult:
+    """One tool call, evaluated at ``now``, with its one decision record."""
     rid = uuid.uuid4().hex
     recorder = service.recorder
     safe_user = user_id if user_id and re.match(IDENTIFIER, user_id) else None
@@ -96,7 +111,7 @@ def search_products_sync(service: SearchService, gateway: GatewaySettings, inten
 
     def record(status: str, **kwargs: Any) -> None:
         if recorder is not None:
-            recorder.agent(rid, turn, status=status, endpoint="mcp", **kwargs)
+            recorder.agent(rid, turn, status=status, endpoint="mcp", now=now, **kwargs)
 
     verdict = validate_intent(intent, max_chars=gateway.max_intent_chars)
     if verdict.intent is None:
@@ -118,7 +133,7 @@ def search_products_sync(service: SearchService, gateway: GatewaySettings, inten
     require = (gateway.require_policy_match if gateway.require_policy_match is not None
                else service.settings.search.require_policy_match)
     try:
-        governed = governed_search(service, request, require_policy_match=require)
+        governed = governed_search(service, request, require_policy_match=require, now=now)
     except Exception as failure:
         record("error", error=error_of(failure))
         raise
@@ -146,8 +161,7 @@ def search_products_sync(service: SearchService, gateway: GatewaySettings, inten
     )
 
 
-def build_server(holder: ServiceHolder | None = None, gateway: GatewaySettings | None = None) -> MCPServer:
-    holder = holder or ServiceHolder()
+def build_server(holder: ServiceHolder, gateway: GatewaySettings | None = None) -> MCPServer:
     settings = gateway or gateway_settings()
     server: MCPServer = MCPServer(name="govsearch", instructions=TOOL_DESCRIPTION)
 
@@ -155,7 +169,9 @@ def build_server(holder: ServiceHolder | None = None, gateway: GatewaySettings |
     async def search_products(intent: str, user_id: str | None = None,
                               cohorts: list[str] | None = None) -> SearchProductsResult:
         return await anyio.to_thread.run_sync(
-            lambda: search_products_sync(holder.get(), settings, intent, user_id, cohorts or ())
+            lambda: search_products_sync(
+                holder.get(), settings, intent, user_id, cohorts or (), now=holder.now()
+            )
         )
 
     return server
@@ -166,13 +182,21 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument(
+        "--now", help="evaluate every tool call at this ISO instant instead of the wall clock"
+        " (previews, tests); records keep their real time",
+    )
     args = parser.parse_args(argv)
+    try:
+        at = parse_time(args.now) if args.now else None
+    except ValueError:
+        parser.error(f"--now: not an ISO 8601 time: {args.now!r}")
     if args.http and load_settings().auth.search_requires_key:
         parser.error(
             "auth.search_requires_key is on, but the MCP tool takes no API key:"
             " serve it over stdio (the agent host's process boundary is its access control)"
         )
-    server = build_server()
+    server = build_server(ServiceHolder(system_clock, at))
     if args.http:
         server.run("streamable-http", host=args.host, port=args.port)
     else:

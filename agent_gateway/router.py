@@ -20,6 +20,7 @@ from agent_gateway.settings import gateway_settings
 from control_plane.api import errors
 from control_plane.api.errors import ApiError
 from control_plane.service import IDENTIFIER, SearchService
+from control_plane.times import Clock
 
 ANONYMOUS = "anonymous"
 
@@ -37,22 +38,22 @@ def client_of(request: Request) -> str:
     return client
 
 
-def gateway_of(request: Request, service: SearchService) -> AgentGateway:
+def gateway_of(request: Request, service: SearchService, clock: Clock) -> AgentGateway:
     """The app's gateway (``app.state.agent_gateway``), built on first use from the settings."""
     gateway = getattr(request.app.state, "agent_gateway", None)
     if gateway is None:
-        gateway = request.app.state.agent_gateway = AgentGateway(service, gateway_settings())
+        gateway = request.app.state.agent_gateway = AgentGateway(service, gateway_settings(), clock=clock)
     return gateway
 
 
-def build_agent_router(service: SearchService) -> APIRouter:
+def build_agent_router(service: SearchService, clock: Clock) -> APIRouter:
     router = APIRouter(tags=["agent"])
 
     @router.post("/v1/agent/query", response_model=AgentResponse,
                  responses={code: {"model": errors.ErrorResponse} for code in (413, 422, 429, 503)})
     async def agent_query(body: AgentQuery, request: Request) -> AgentResponse:
         client = client_of(request)
-        gateway = gateway_of(request, service)
+        gateway = gateway_of(request, service, clock)
         rid = errors.request_id(request)
         request.state.audited = True  # from here on, the gateway writes the one decision record
         try:

@@ -12,13 +12,13 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from control_plane import local_engine
 from control_plane.config import EngineSettings
 from control_plane.engine import Engine, connect
+from control_plane.times import system_clock
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = ROOT / ".govsearch" / "bench-run"
@@ -117,7 +117,7 @@ def recorded_run(
         try:
             result: dict[str, Any] = {
                 "command": command,
-                "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+                "started_at": system_clock().isoformat(timespec="seconds"),
                 "machine": machine(),
                 "load_average_at_start": list(os.getloadavg()),
                 "engine": engine_facts(engine) | {"started_by_bench": not engine_url_arg},

@@ -21,6 +21,7 @@ from control_plane.bootstrap import prepare, profile_of
 from control_plane.config import EngineSettings, SearchSettings, Settings
 from control_plane.engine import Engine
 from control_plane.service import SearchRequest, SearchService
+from control_plane.times import fixed_clock
 
 NOW = datetime(2026, 11, 15, 12, tzinfo=UTC)
 INTENTS = (
@@ -50,7 +51,7 @@ VARIANTS = ("governed", "governed_cached", "direct")
 
 def run(engine: Engine, url: str, intent_count: int, warmup: int, rounds: int) -> dict[str, Any]:
     settings = Settings(engine=EngineSettings(url=url, timeout_s=30))
-    ready = prepare(engine, settings)
+    ready = prepare(engine, settings, clock=fixed_clock(NOW))
     no_cache = settings.model_copy(update={"search": SearchSettings(plan_cache_size=0)})
     uncached = SearchService(no_cache, engine, profile_of(settings))
     cached = SearchService(settings, engine, profile_of(settings))

@@ -18,7 +18,6 @@ import tempfile
 import threading
 import time
 import uuid
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from control_plane.engine import Engine
 from control_plane.lifecycle.keys import Principal
 from control_plane.lifecycle.workflow import Workflow
 from control_plane.service import SearchRequest, SearchService
+from control_plane.times import system_clock
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ROOT = Path(__file__).resolve().parent.parent
@@ -57,7 +57,7 @@ def search_latencies(service: SearchService, stop: threading.Event, out: list[in
     while not stop.is_set():
         request = SearchRequest(intent=INTENTS[i % len(INTENTS)])
         started = time.perf_counter_ns()
-        service.search(request)
+        service.search(request, system_clock())
         out.append(time.perf_counter_ns() - started)
         i += 1
 
@@ -81,16 +81,16 @@ def searches_for(service: SearchService, seconds: float, churn: Any = None) -> d
 
 def run(engine: Engine, url: str, rounds: int, seconds: float) -> dict[str, Any]:
     base = Settings(engine=EngineSettings(url=url, timeout_s=30))
-    prepare(engine, base)  # the catalog and the demo set
+    prepare(engine, base, clock=system_clock)  # the catalog and the demo set
     prefix = f"bench-lifecycle-{uuid.uuid4().hex[:8]}"
     settings = base.model_copy(update={"policies": base.policies.model_copy(update={"index_prefix": prefix})})
     profile = profile_of(settings)
-    workflow = Workflow(settings, engine, profile)
+    workflow = Workflow(settings, engine, profile, clock=system_clock)
     timings: dict[str, list[int]] = {
         "apply": [], "test": [], "approve": [], "promote": [], "rollback": [], "disable": []
     }
     try:
-        publish_policies(engine, settings, ROOT / "policies", "live")
+        publish_policies(engine, settings, ROOT / "policies", "live", clock=system_clock)
         original = workflow.environment("live").version
         with tempfile.TemporaryDirectory() as scratch:
             directory = candidate_directory(Path(scratch))
@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engine-url", help="engine to measure against (default: start a local one)")
     parser.add_argument("--heap", default="512m")
     args = parser.parse_args(argv)
-    out = args.out or RESULTS / f"{datetime.now(UTC).date().isoformat()}-lifecycle.json"
+    out = args.out or RESULTS / f"{system_clock().date().isoformat()}-lifecycle.json"
     command = "python -m bench.lifecycle " + shlex.join(sys.argv[1:] if argv is None else argv)
 
     def measure(engine: Engine, url: str) -> dict[str, Any]:

@@ -11,12 +11,12 @@ import argparse
 import shlex
 import sys
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from bench import environment, governed, percolation
 from control_plane.engine import Engine
+from control_plane.times import system_clock
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -47,7 +47,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     plan = QUICK if args.quick else FULL
-    stamp = datetime.now(UTC).date().isoformat() + ("-quick" if args.quick else "")
+    stamp = system_clock().date().isoformat() + ("-quick" if args.quick else "")
     out = args.out or RESULTS / f"{stamp}.json"
     command = "python -m bench.run " + shlex.join(sys.argv[1:] if argv is None else argv)
 

@@ -20,6 +20,7 @@ from control_plane.config import Settings, project_path
 from control_plane.engine import Engine
 from control_plane.loader import load_policy_set
 from control_plane.service import PURCHASES_INDEX, SearchService
+from control_plane.times import Clock
 
 resolve = project_path
 
@@ -37,17 +38,17 @@ def profile_of(settings: Settings) -> CatalogProfile:
 
 
 def publish_policies(
-    engine: Engine, settings: Settings, directory: str | Path, env: str = "live"
+    engine: Engine, settings: Settings, directory: str | Path, env: str = "live", *, clock: Clock
 ) -> tuple[str, str]:
     """Publish a policy directory straight to ``env`` (``live`` or ``staging``): the
-    operator's bootstrap path, with no review, recorded in the history with the directory's
-    tests (so it can be exported and promoted from)."""
+    operator's bootstrap path, with no review, recorded in the history (at ``clock``'s
+    time) with the directory's tests (so it can be exported and promoted from)."""
     from control_plane.lifecycle.suite import load_suite
     from control_plane.lifecycle.workflow import Workflow, policy_files
 
     root = resolve(directory)
     policy_set = load_policy_set(root)
-    workflow = Workflow(settings, engine, profile_of(settings))
+    workflow = Workflow(settings, engine, profile_of(settings), clock=clock)
     version = workflow.bootstrap(
         "operator", policy_set, load_suite(root), env, policy_files(root)
     )
@@ -82,10 +83,10 @@ def read_personas(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def prepare(engine: Engine, settings: Settings) -> Ready:
+def prepare(engine: Engine, settings: Settings, *, clock: Clock) -> Ready:
     profile = profile_of(settings)
     report = load_catalog(engine, profile, resolve(settings.catalog.file))
-    index, version = publish_policies(engine, settings, settings.policies.dir)
+    index, version = publish_policies(engine, settings, settings.policies.dir, clock=clock)
     purchases = load_purchases(
         engine, PURCHASES_INDEX, read_personas(resolve("data/personas.yaml"))
     )

@@ -11,7 +11,7 @@ from typing import Any
 
 from control_plane import local_engine
 from control_plane.audit.cli import add_audit_commands
-from control_plane.cli_support import CliError, connect_engine, print_json, time_option
+from control_plane.cli_support import CLOCK, CliError, connect_engine, now_option, print_json
 from control_plane.config import Settings, load_settings
 from control_plane.engine import EngineError
 from control_plane.lifecycle.cli import add_keys_commands, add_policy_actions
@@ -114,7 +114,7 @@ def cmd_compile(args: argparse.Namespace, settings: Settings) -> int:
 
     service = _service(args, settings)
     request = _request(args)
-    compiled = service.compile(request, time_option(args.now))
+    compiled = service.compile(request, now_option(args.now))
     dsl = service.render(compiled, request, "strict")
     result = {
         "policy_set_version": compiled.policy_set_version,
@@ -141,7 +141,7 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
 
     service = _service(args, settings)
     request = _request(args)
-    outcome = service.search(request, time_option(args.now))
+    outcome = service.search(request, now_option(args.now))
     response = search_response("cli", request, outcome, service.profile)
     if args.json:
         print_json(response.model_dump(exclude_none=True))
@@ -160,7 +160,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
 
     from control_plane.api import create_app
 
-    app = create_app(_service(args, settings))
+    app = create_app(_service(args, settings), clock=CLOCK)
     uvicorn.run(
         app,
         host=args.host or settings.api.host,
@@ -174,7 +174,7 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     from control_plane import demo
 
     return demo.run(
-        settings, host=args.host or settings.api.host, port=args.port or settings.api.port
+        settings, host=args.host or settings.api.host, port=args.port or settings.api.port, clock=CLOCK
     )
 
 
@@ -204,7 +204,7 @@ def cmd_policy_publish(args: argparse.Namespace, settings: Settings) -> int:
 
     try:
         index, version = publish_policies(
-            connect_engine(settings), settings, args.dir or settings.policies.dir, args.env
+            connect_engine(settings), settings, args.dir or settings.policies.dir, args.env, clock=CLOCK
         )
     except PolicyLoadError as error:
         return _report_load_errors(error)

@@ -8,7 +8,11 @@ from datetime import datetime
 from typing import Any
 
 from control_plane.config import Settings
-from control_plane.times import parse_time
+from control_plane.times import Clock, parse_time, system_clock
+
+CLOCK: Clock = system_clock
+"""The command line's one clock (an edge): every command that needs "now" reads it here
+and passes the instant, or this clock, down."""
 
 
 class CliError(Exception):
@@ -31,4 +35,12 @@ def connect_engine(settings: Settings) -> Any:
 
 def time_option(value: str | None) -> datetime | None:
     """An ISO time given on the command line (UTC when no zone is given), or None."""
-    return parse_time(value) if value else None
+    try:
+        return parse_time(value) if value else None
+    except ValueError as error:
+        raise CliError(f"not an ISO 8601 time: {value!r} (e.g. 2026-12-10T12:00:00Z)") from error
+
+
+def now_option(value: str | None) -> datetime:
+    """A ``--now`` given on the command line, else :data:`CLOCK`'s now."""
+    return time_option(value) or CLOCK()

@@ -7,6 +7,7 @@ from typing import Any
 
 from control_plane import local_engine
 from control_plane.config import Settings
+from control_plane.times import Clock
 
 EXAMPLES: list[tuple[str, dict[str, Any]]] = [
     ("oranges", {}),
@@ -27,14 +28,12 @@ DEMO_PRINCIPALS: list[tuple[str, list[str]]] = [
 ]
 
 
-def demo_keys(engine: Any, settings: Settings) -> dict[str, str]:
+def demo_keys(engine: Any, settings: Settings, clock: Clock) -> dict[str, str]:
     """Fresh keys for the demo principals (earlier demo keys are revoked)."""
-    from datetime import UTC, datetime
-
     from control_plane.lifecycle.keys import KeyStore
 
     store = KeyStore(engine, settings.auth.keys_index)
-    now = datetime.now(UTC)
+    now = clock()
     for entry in store.list():
         if entry.get("label") == "demo" and not entry.get("revoked_at"):
             store.revoke(entry["key_id"], now)
@@ -43,7 +42,7 @@ def demo_keys(engine: Any, settings: Settings) -> dict[str, str]:
     }
 
 
-def run(settings: Settings, host: str, port: int) -> int:
+def run(settings: Settings, host: str, port: int, clock: Clock) -> int:
     import json
 
     import uvicorn
@@ -67,7 +66,7 @@ def run(settings: Settings, host: str, port: int) -> int:
             update={"engine": settings.engine.model_copy(update={"url": url})}
         )
     engine = connect(settings.engine)
-    ready = prepare(engine, settings)
+    ready = prepare(engine, settings, clock=clock)
     print(f"catalog: {ready.catalog.documents} products in {ready.catalog.index}")
     print(f"policies: version {ready.policy_set_version[:12]} live in {ready.policies_index}")
     print(f"personas: {ready.purchases} purchases loaded (alice, bruno, chloe)")
@@ -77,7 +76,7 @@ def run(settings: Settings, host: str, port: int) -> int:
         print(
             f"  curl -s http://{host}:{port}/v1/search -H 'content-type: application/json' -d '{body}'"
         )
-    keys = demo_keys(engine, settings)
+    keys = demo_keys(engine, settings, clock)
     print("\nAPI keys (workflow and audit endpoints need one; roles in docs/lifecycle.md):")
     for name, roles in DEMO_PRINCIPALS:
         print(f"  {name:<13} {','.join(roles):<9} {keys[name]}")
@@ -86,6 +85,6 @@ def run(settings: Settings, host: str, port: int) -> int:
     print(f"  curl -s {base}/environments/live -H 'authorization: Bearer {keys['reviewer']}'")
     print(f"  curl -s '{base}/history?limit=5' -H 'authorization: Bearer {keys['auditor']}'")
     print(flush=True)
-    app = create_app(SearchService(settings, engine, profile_of(settings)))
+    app = create_app(SearchService(settings, engine, profile_of(settings)), clock=clock)
     uvicorn.run(app, host=host, port=port, log_level="warning")
     return 0

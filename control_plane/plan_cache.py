@@ -18,7 +18,7 @@ from control_plane.policy import PolicySet
 T = TypeVar("T")
 
 
-def _edges(policy_set: PolicySet) -> list[datetime]:
+def window_edges(policy_set: PolicySet) -> list[datetime]:
     """Every active-window start and end in the set."""
     return [
         edge
@@ -31,12 +31,12 @@ def _edges(policy_set: PolicySet) -> list[datetime]:
 
 def next_boundary(policy_set: PolicySet, now: datetime) -> datetime | None:
     """The earliest window start or end strictly after ``now`` (None: no boundary ahead)."""
-    return min((edge for edge in _edges(policy_set) if edge > now), default=None)
+    return min((edge for edge in window_edges(policy_set) if edge > now), default=None)
 
 
 def previous_boundary(policy_set: PolicySet, now: datetime) -> datetime | None:
     """The latest window start or end at or before ``now`` (None: no boundary behind)."""
-    return max((edge for edge in _edges(policy_set) if edge <= now), default=None)
+    return max((edge for edge in window_edges(policy_set) if edge <= now), default=None)
 
 
 class PlanCache(Generic[T]):

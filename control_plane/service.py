@@ -4,6 +4,10 @@ compose -> render -> execute. Pure stages in the middle, engine I/O at the ends.
 One request works on one snapshot: the concrete policies index the live alias pointed
 to when the request started, and the policy set stored in that index. A promotion that
 moves the alias mid-request is seen by the next request, never half by this one.
+
+Time is an input: ``compile`` and ``search`` take the instant the policies are evaluated
+at (active windows, purchase ages, plan-cache validity). The service has no clock; the edge
+that received the request passes its instant (see :mod:`control_plane.times`).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -36,13 +40,6 @@ IDENTIFIER = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,63}$"
 
 if TYPE_CHECKING:
     from control_plane.audit.recorder import Recorder
-
-Clock = Callable[[], datetime]
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
-
 
 class SearchRequest(BaseModel):
     """What a chatbot or site backend asks. Bounded in every dimension."""
@@ -83,6 +80,9 @@ class Compiled:
     intent: str
     composition: Composition
     personalization: tuple[tuple[str, float], ...]
+    """(product id, boost) at the request's ``now``"""
+    purchases: tuple[Mapping[str, Any], ...] = ()
+    """the user's purchase rows the boosts come from (a cached plan re-ages them)"""
     cached: bool = False
 
 
@@ -106,6 +106,8 @@ class Outcome:
     latency_ms: Mapping[str, float] = field(default_factory=dict)
     stages: tuple[StageTiming, ...] = ()
     """percolate, purchases, compose, render.<tier>, tier.<tier>, in start order"""
+    now: datetime | None = None
+    """the instant the request was evaluated at"""
 
 
 class Catalog:
@@ -141,7 +143,6 @@ class SearchService:
         *,
         env: str = "live",
         index: str | None = None,
-        clock: Clock = utcnow,
         recorder: Recorder | None = None,
     ) -> None:
         self.settings = settings
@@ -152,7 +153,6 @@ class SearchService:
         self.env = env
         self.index = index
         """a concrete policies index to serve instead of ``env``'s alias (tests, diffs)"""
-        self.clock = clock
         self.catalog = Catalog(engine, profile)
         self.cache: PlanCache[Compiled] = PlanCache(settings.search.plan_cache_size)
         self._sets: dict[str, tuple[policy_store.LivePolicySet, dict[str, Policy]]] = {}
@@ -184,18 +184,20 @@ class SearchService:
 
     # --- pipeline -----------------------------------------------------------------
 
-    def compile(self, request: SearchRequest, now: datetime | None = None) -> Compiled:
+    def compile(self, request: SearchRequest, now: datetime) -> Compiled:
+        """The plan for ``request`` with policies evaluated at ``now`` (windows, purchase
+        ages): the caller's instant, never a clock read here."""
         return self._compile(request, now, [])
 
-    def _compile(self, request: SearchRequest, now: datetime | None, stages: list[StageTiming]) -> Compiled:
-        now = now or self.clock()
+    def _compile(self, request: SearchRequest, now: datetime, stages: list[StageTiming]) -> Compiled:
         live, by_id = self.snapshot()
         intent = matcher.clean_intent(request.intent)
         key = (intent.casefold(), request.cohorts, request.market, request.user_id)
         version = live.policy_set.version
         cached = self.cache.get(version, key, now)
-        if cached is not None:
-            return replace(cached, cached=True)
+        if cached is not None:  # the plan holds until the next window edge; purchase ages move on
+            boosts = personalization.purchase_boosts(cached.purchases, now)
+            return replace(cached, cached=True, personalization=boosts)
         purchases = (
             self._pool.submit(
                 _timed,
@@ -222,13 +224,14 @@ class SearchService:
         )
         context = self._context(request)
         composition = _timed(stages, "compose", compose, live.policy_set, intent, matches, context)
-        boosts = personalization.purchase_boosts(purchases.result() if purchases else [], now)
+        rows = tuple(purchases.result()) if purchases else ()
         compiled = Compiled(
             policy_set_version=version,
             policies_index=live.index,
             intent=intent,
             composition=composition,
-            personalization=boosts,
+            personalization=personalization.purchase_boosts(rows, now),
+            purchases=rows,
         )
         self.cache.put(
             version,
@@ -258,7 +261,8 @@ class SearchService:
             size=request.size,
         )
 
-    def search(self, request: SearchRequest, now: datetime | None = None) -> Outcome:
+    def search(self, request: SearchRequest, now: datetime) -> Outcome:
+        """Compile ``request`` at ``now`` and execute it, falling back tier by tier."""
         stages: list[StageTiming] = []
         started = time.perf_counter()
         compiled = self._compile(request, now, stages)
@@ -288,6 +292,7 @@ class SearchService:
             execution=execution,
             latency_ms=latency,
             stages=tuple(sorted(stages, key=lambda stage: stage.start_ns)),
+            now=now,
         )
 
 

@@ -12,13 +12,14 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from control_plane.api import errors
-from control_plane.api.auth import search_guard
-from control_plane.api.models import CompileResponse, Health, HitOut, SearchResponse
+from control_plane.api.auth import require_preview, search_guard
+from control_plane.api.models import CompileResponse, Health, HitOut, SearchBody, SearchResponse
 from control_plane.api.policies import router as policies_router
 from control_plane.engine import EngineError
 from control_plane.lifecycle.keys import KeyStore
 from control_plane.lifecycle.workflow import Workflow
 from control_plane.service import Outcome, SearchRequest, SearchService
+from control_plane.times import Clock
 
 
 def explanation_of(outcome_or_compiled: Any, tier: str | None, dsl: Any) -> dict[str, Any]:
@@ -49,6 +50,7 @@ def search_response(
     return SearchResponse(
         request_id=rid,
         policy_set_version=outcome.compiled.policy_set_version,
+        now=outcome.now,
         status=execution.status,
         tier=execution.tier,
         total=execution.total,
@@ -61,7 +63,10 @@ def search_response(
     )
 
 
-def create_app(service: SearchService) -> FastAPI:
+def create_app(service: SearchService, *, clock: Clock) -> FastAPI:
+    """The API over ``service``. ``clock`` is the one clock of the app: the instant a
+    request is evaluated at (unless it previews another with ``now``), record times,
+    workflow events, agent budgets."""
     app = FastAPI(
         title="govsearch",
         version="0.1.0",
@@ -72,8 +77,9 @@ def create_app(service: SearchService) -> FastAPI:
         },
     )
     app.state.service = service
+    app.state.clock = clock
     app.state.keys = KeyStore(service.engine, service.settings.auth.keys_index)
-    app.state.workflow = Workflow(service.settings, service.engine, service.profile)
+    app.state.workflow = Workflow(service.settings, service.engine, service.profile, clock=clock)
     errors.install(app)
     search_key = [Depends(search_guard(service.settings.auth.search_requires_key))]
     from control_plane.audit.router import install as install_audit  # lazy: import cycle
@@ -94,17 +100,24 @@ def create_app(service: SearchService) -> FastAPI:
         return await call_next(request)
 
     @app.post("/v1/search", response_model=SearchResponse, tags=["search"], dependencies=search_key)
-    async def search(body: SearchRequest, request: Request) -> SearchResponse:
-        outcome = await recorded_search(request, body)  # service.search, with its decision record
+    async def search(body: SearchBody, request: Request) -> SearchResponse:
+        if body.now is not None:
+            await require_preview(request)
+        # service.search at body.now or the clock, with its decision record
+        outcome = await recorded_search(request, body, body.now)
         return search_response(errors.request_id(request), body, outcome, service.profile)
 
     @app.post("/v1/compile", response_model=CompileResponse, tags=["search"], dependencies=search_key)
-    async def compile_(body: SearchRequest, request: Request) -> CompileResponse:
-        compiled = await run_in_threadpool(service.compile, body)
+    async def compile_(body: SearchBody, request: Request) -> CompileResponse:
+        if body.now is not None:
+            await require_preview(request)
+        now = body.now or clock()
+        compiled = await run_in_threadpool(service.compile, body, now)
         dsl = service.render(compiled, body, "strict")
         return CompileResponse(
             request_id=errors.request_id(request),
             policy_set_version=compiled.policy_set_version,
+            now=now,
             plan=json.loads(compiled.composition.plan.model_dump_json()),
             dsl=dsl,
             explanation=explanation_of(compiled, "strict", dsl),
@@ -139,7 +152,7 @@ def create_app(service: SearchService) -> FastAPI:
 
     from agent_gateway.router import build_agent_router  # lazy: the agent gateway is an edge module
 
-    app.include_router(build_agent_router(service), dependencies=search_key)
+    app.include_router(build_agent_router(service, clock), dependencies=search_key)
     app.include_router(policies_router)
-    install_audit(app, service)  # audit routes, /metrics, recorder (last: outermost middleware)
+    install_audit(app, service, clock)  # audit routes, /metrics, recorder (last: outermost middleware)
     return app

@@ -14,6 +14,8 @@ from control_plane.api.errors import ApiError
 from control_plane.lifecycle.keys import AuthError, KeyStore, Principal
 
 HEADER = "x-api-key"
+PREVIEW_ROLES = ("author", "approver", "auditor")
+"""who may evaluate a search at another instant than now (``now`` on a search request)"""
 
 
 def presented_key(request: Request) -> str | None:
@@ -59,3 +61,23 @@ def search_guard(required: bool) -> Callable[[Request], Awaitable[Principal | No
         return await check(request) if required else None
 
     return dependency
+
+
+async def require_preview(request: Request) -> Principal:
+    """A search request carrying ``now``: its key must hold one of :data:`PREVIEW_ROLES`
+    (or admin). 401 without a valid key, 403 ``preview_forbidden`` without the role."""
+    keys: KeyStore = request.app.state.keys
+    why = "a request with 'now' previews another instant and needs an API key with the role"
+    roles = " or ".join(PREVIEW_ROLES)
+    try:
+        principal = await run_in_threadpool(keys.authenticate, presented_key(request))
+    except AuthError as error:
+        raise ApiError(401, error.code, f"{error}: {why} {roles}") from error
+    request.state.principal = principal
+    if not principal.has(*PREVIEW_ROLES):
+        raise ApiError(
+            403, "preview_forbidden",
+            f"{principal.name} may not set 'now': {why} {roles}"
+            f" (has: {', '.join(sorted(principal.roles))})",
+        )
+    return principal

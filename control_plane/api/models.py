@@ -2,9 +2,36 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from datetime import datetime
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel
+from pydantic import AwareDatetime, BaseModel, BeforeValidator, Field
+
+from control_plane.service import SearchRequest
+
+
+def _iso_only(value: Any) -> Any:
+    if not isinstance(value, str | datetime):
+        raise ValueError("expected an ISO 8601 time with a zone, e.g. 2026-12-10T12:00:00Z")
+    return value
+
+
+Instant = Annotated[AwareDatetime, BeforeValidator(_iso_only)]
+"""An instant a request names: an ISO 8601 string with a zone (no bare numbers)."""
+
+
+class SearchBody(SearchRequest):
+    """``POST /v1/search`` and ``/v1/compile``: a search request, optionally previewed at
+    another instant."""
+
+    now: Instant | None = Field(
+        default=None,
+        description=(
+            "Preview: evaluate the policies (active windows, purchase ages) at this instant"
+            " instead of the time of the request, e.g. 2026-12-10T12:00:00Z. Needs an API key"
+            " with the author, approver or auditor role (403 preview_forbidden otherwise)."
+        ),
+    )
 
 
 class HitOut(BaseModel):
@@ -20,6 +47,7 @@ class HitOut(BaseModel):
 class SearchResponse(BaseModel):
     request_id: str
     policy_set_version: str
+    now: datetime | None = Field(default=None, description="the instant the policies were evaluated at")
     status: Literal["ok", "no_results"]
     tier: Literal["strict", "relaxed", "broad"] | None
     total: int
@@ -32,6 +60,7 @@ class SearchResponse(BaseModel):
 class CompileResponse(BaseModel):
     request_id: str
     policy_set_version: str
+    now: datetime = Field(description="the instant the policies were evaluated at")
     plan: dict[str, Any]
     dsl: dict[str, Any]
     explanation: dict[str, Any]

@@ -13,13 +13,14 @@ from control_plane.bootstrap import profile_of
 from control_plane.config import Settings
 from control_plane.engine.opensearch import OpenSearchEngine
 from control_plane.service import SearchService
+from control_plane.times import system_clock
 
 
 def openapi_schema() -> dict[str, Any]:
     settings = Settings()
     service = SearchService(settings, OpenSearchEngine(settings.engine.url, 1.0), profile_of(settings))
     try:
-        schema: dict[str, Any] = json.loads(json.dumps(create_app(service).openapi()))
+        schema: dict[str, Any] = json.loads(json.dumps(create_app(service, clock=system_clock).openapi()))
         return schema
     finally:
         service.close()

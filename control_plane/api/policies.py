@@ -16,6 +16,7 @@ from starlette.concurrency import run_in_threadpool
 
 from control_plane.api.auth import require
 from control_plane.api.errors import ApiError
+from control_plane.api.models import Instant
 from control_plane.errors import PolicyLoadError
 from control_plane.lifecycle.keys import Principal
 from control_plane.lifecycle.suite import SuiteLoadError
@@ -190,6 +191,9 @@ class TestsBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     file: str = Field(pattern=r"^[A-Za-z0-9_./-]{1,200}\.ya?ml$", description="e.g. food/tests/x.yaml")
+    now: Instant | None = Field(
+        default=None, description="the file's instant: cases that set no 'now' of their own run at it"
+    )
     cases: list[dict[str, Any]] = Field(max_length=500)
     reason: str | None = Field(default=None, max_length=500)
 
@@ -199,19 +203,31 @@ async def put_tests(
     body: TestsBody, request: Request, who: Author
 ) -> dict[str, Any]:
     """Replace one test file of the staging suite (an empty list removes it)."""
-    state = await call(workflow_of(request).put_tests, who, body.file, body.cases, body.reason)
+    state = await call(workflow_of(request).put_tests, who, body.file, body.cases, body.reason, body.now)
     return state.as_json()
 
 
 # --- testing and review ----------------------------------------------------------------
 
 
+class TestRunBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    now: Instant | None = Field(
+        default=None,
+        description=(
+            "run the cases that pin no 'now' at this instant (default: now); pinned cases keep theirs"
+        ),
+    )
+
+
 @router.post("/versions/{version}/test")
 async def run_tests(
-    version: str, request: Request, who: Tester
+    version: str, request: Request, who: Tester, body: TestRunBody | None = None
 ) -> dict[str, Any]:
-    """Run the version's suite against its own index; the result is recorded."""
-    report = await call(workflow_of(request).test, who, version)
+    """Run the version's suite against its own index; the result (and the instant unpinned
+    cases ran at) is recorded."""
+    report = await call(workflow_of(request).test, who, version, body.now if body else None)
     return report.as_json()
 
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from control_plane.cli_support import CliError, connect_engine, print_json
+from control_plane.cli_support import CLOCK, CliError, connect_engine, print_json
 from control_plane.config import Settings
 
 
@@ -18,7 +18,7 @@ def _recorder(settings: Settings) -> Any:
     from control_plane.audit.recorder import Recorder
 
     engine = connect_engine(settings) if settings.audit.sink == "engine" else None
-    return Recorder.from_settings(settings, engine)
+    return Recorder.from_settings(settings, engine, clock=CLOCK)
 
 
 def _find(settings: Settings, request_id: str) -> dict[str, Any]:

@@ -115,7 +115,11 @@ class DecisionRecord(Model):
     kind: Literal["decision"] = "decision"
     request_id: str
     time: str
-    """ISO 8601, UTC"""
+    """when the request was decided: ISO 8601, UTC"""
+    now: str | None = None
+    """the instant the policies were evaluated at (active windows, purchase ages): ``time``,
+    unless the request previewed another instant; None in records written before it was
+    recorded"""
     client: str | None = None
     endpoint: str = "search"
     """``search`` (``POST /v1/search``) or ``agent`` (``POST /v1/agent/query``)"""

@@ -17,9 +17,9 @@ import socket
 import threading
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,16 +43,12 @@ from control_plane.audit.sinks import EngineSink, JsonlSink, Sink, SinkError
 from control_plane.audit.telemetry import Telemetry
 from control_plane.config import Settings
 from control_plane.engine import Engine, EngineError
-from control_plane.times import iso, parse_time
+from control_plane.times import Clock, iso, parse_time
 
 if TYPE_CHECKING:
     from control_plane.service import Compiled, Outcome, SearchRequest, SearchService
 
 log = logging.getLogger("govsearch.audit")
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 def error_of(error: BaseException) -> ErrorOut:
@@ -207,18 +203,20 @@ class Recorder:
         store_raw_intent: bool = True,
         retry_buffer: int = 10_000,
         telemetry: Telemetry | None = None,
-        clock: Callable[[], datetime] = utcnow,
+        clock: Clock,
     ) -> None:
         self.writer = instance_id or socket.gethostname()
         self.store_raw_intent = store_raw_intent
         self.metrics = Metrics()
         self.telemetry = telemetry or Telemetry.off()
         self.clock = clock
+        """when a record is written (its ``time``); the instant policies were evaluated at
+        is the request's own ``now``, passed in"""
         self.decisions = ChainedLog(decisions, self.writer, self.metrics, retry_buffer)
         self.events = ChainedLog(events, self.writer, self.metrics, retry_buffer)
 
     @classmethod
-    def from_settings(cls, settings: Settings, engine: Engine | None) -> Recorder:
+    def from_settings(cls, settings: Settings, engine: Engine | None, *, clock: Clock) -> Recorder:
         audit = settings.audit
         decisions: Sink
         events: Sink
@@ -236,6 +234,7 @@ class Recorder:
             store_raw_intent=audit.store_raw_intent,
             retry_buffer=audit.retry_buffer,
             telemetry=Telemetry.from_settings(settings.telemetry),
+            clock=clock,
         )
 
     def watch(self, service: SearchService) -> None:
@@ -251,18 +250,19 @@ class Recorder:
         request: SearchRequest,
         request_id: str,
         client: str | None = None,
-        extraction: Extraction | None = None,
+        *,
+        now: datetime | None = None,
     ) -> Outcome:
-        """Run ``service.search`` and record it, success or failure (then re-raise)."""
-        now = service.clock()
+        """Run ``service.search`` at ``now`` (default: this recorder's clock, read once) and
+        record it, success or failure (then re-raise)."""
+        time = self.clock()
+        now = now or time
         try:
             outcome = service.search(request, now)
         except Exception as error:
-            self.failure(
-                request_id, error_of(error), request=request, client=client, extraction=extraction, time=now
-            )
+            self.failure(request_id, error_of(error), request=request, client=client, time=time, now=now)
             raise
-        self.decision(request_id, request, outcome, client=client, extraction=extraction, time=now)
+        self.decision(request_id, request, outcome, client=client, time=time, now=now)
         return outcome
 
     def decision(
@@ -274,6 +274,7 @@ class Recorder:
         client: str | None = None,
         extraction: Extraction | None = None,
         time: datetime | None = None,
+        now: datetime | None = None,
         endpoint: str = "search",
         status: str | None = None,
     ) -> dict[str, Any] | None:
@@ -281,9 +282,11 @@ class Recorder:
         fields = _outcome_fields(outcome, raw)
         if status is not None:
             fields["status"] = status
+        time = time or self.clock()
         record = DecisionRecord(
             request_id=request_id,
-            time=iso(time or self.clock()),
+            time=iso(time),
+            now=iso(now or time),
             client=client,
             endpoint=endpoint,
             extraction=extraction,
@@ -306,6 +309,7 @@ class Recorder:
         compiled: Compiled | None = None,
         error: ErrorOut | None = None,
         time: datetime | None = None,
+        now: datetime | None = None,
         endpoint: str = "agent",
     ) -> dict[str, Any]:
         """The one record of an agent request (``endpoint``: ``agent`` for
@@ -323,9 +327,11 @@ class Recorder:
         else:
             fields = intent_fields(clean_intent(turn.intent) if turn.intent else None, raw)
         fields["status"] = "error" if error is not None else status
+        time = time or self.clock()
         record = DecisionRecord(
             request_id=request_id,
-            time=iso(time or self.clock()),
+            time=iso(time),
+            now=iso(now or time),
             client=turn.client,
             endpoint=endpoint,
             session_id=pseudonym(turn.session_id, raw),
@@ -350,14 +356,17 @@ class Recorder:
         client: str | None = None,
         extraction: Extraction | None = None,
         time: datetime | None = None,
+        now: datetime | None = None,
         endpoint: str = "search",
     ) -> dict[str, Any]:
         from control_plane.matcher import clean_intent
 
         raw = self.store_raw_intent
+        time = time or self.clock()
         record = DecisionRecord(
             request_id=request_id,
-            time=iso(time or self.clock()),
+            time=iso(time),
+            now=iso(now or time),
             client=client,
             endpoint=endpoint,
             extraction=extraction,

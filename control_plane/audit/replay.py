@@ -3,7 +3,8 @@ against another published version (the live one by default), and report both pla
 their field-level difference.
 
 Replay needs the raw intent: a record written with ``store_raw_intent: false`` is refused
-(:class:`ReplayRefused`). Time-dependent policies are evaluated at the record's time.
+(:class:`ReplayRefused`). Time-dependent policies are evaluated at the instant the record
+was evaluated at (its ``now``; its ``time`` for records written before ``now`` existed).
 Price statistics come from the catalog as it is now, so a catalog reload may change a
 plan; ``original.reproduced`` says whether the plan replayed under the recorded version
 hashes to the recorded ``plan_sha256``.
@@ -75,7 +76,7 @@ def run(service: SearchService, record: dict[str, Any], live: policy_store.LiveP
         )
     params = record.get("request") or {}
     cohorts = tuple(params.get("cohorts") or ())
-    now = parse_time(record["time"])
+    now = parse_time(record.get("now") or record["time"])  # the instant it was evaluated at
     by_id = {p.id: p for p in live.policy_set.policies}
     matches = matcher.match(service.engine, live.index, intent, by_id, cohorts=cohorts, now=now)
     context = ComposeContext(

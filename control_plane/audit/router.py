@@ -25,7 +25,7 @@ from control_plane.audit.metrics import CONTENT_TYPE
 from control_plane.audit.record import ErrorOut, EventRecord
 from control_plane.audit.recorder import Recorder
 from control_plane.service import IDENTIFIER, Outcome, SearchRequest, SearchService
-from control_plane.times import iso, parse_time
+from control_plane.times import Clock, iso, parse_time
 
 CLIENT_HEADER = "x-govsearch-client"
 RECORDED_PATHS = {"/v1/search": "search", "/v1/agent/query": "agent"}
@@ -48,20 +48,21 @@ def client_of(request: Request) -> str | None:
     return value if value and re.match(IDENTIFIER, value) else None
 
 
-async def recorded_search(request: Request, body: SearchRequest) -> Outcome:
-    """``service.search`` in the thread pool, recorded (success or failure)."""
+async def recorded_search(request: Request, body: SearchRequest, now: datetime | None = None) -> Outcome:
+    """``service.search`` in the thread pool at ``now`` (default: the recorder's clock),
+    recorded (success or failure)."""
     request.state.audited = True
     recorder = recorder_of(request)
     service: SearchService = request.app.state.service
     return await run_in_threadpool(
-        recorder.search, service, body, errors.request_id(request), client_of(request)
+        lambda: recorder.search(service, body, errors.request_id(request), client_of(request), now=now)
     )
 
 
-def install(app: FastAPI, service: SearchService) -> Recorder:
+def install(app: FastAPI, service: SearchService, clock: Clock) -> Recorder:
     """Create (or reuse ``service.recorder``) the recorder, add the routes and the middleware
     that records requests refused before the handler ran (413, 422)."""
-    recorder = service.recorder or Recorder.from_settings(service.settings, service.engine)
+    recorder = service.recorder or Recorder.from_settings(service.settings, service.engine, clock=clock)
     service.recorder = recorder
     recorder.watch(service)
     app.state.recorder = recorder

@@ -13,11 +13,11 @@ import argparse
 import json
 import os
 import sys
-from datetime import UTC, datetime
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from control_plane.cli_support import CliError, connect_engine, print_json, time_option
+from control_plane.cli_support import CLOCK, CliError, connect_engine, now_option, print_json, time_option
 from control_plane.config import Settings, project_path
 
 
@@ -25,7 +25,7 @@ def _workflow(settings: Settings, engine: Any = None) -> Any:
     from control_plane.bootstrap import profile_of
     from control_plane.lifecycle.workflow import Workflow
 
-    return Workflow(settings, engine or connect_engine(settings), profile_of(settings))
+    return Workflow(settings, engine or connect_engine(settings), profile_of(settings), clock=CLOCK)
 
 
 def _principal(args: argparse.Namespace, workflow: Any) -> Any:
@@ -85,13 +85,13 @@ def cmd_test(args: argparse.Namespace, settings: Settings) -> int:
 
     if args.version:
         workflow = _workflow(settings)
-        report = workflow.test(_principal(args, workflow), args.version)
+        report = workflow.test(_principal(args, workflow), args.version, time_option(args.now))
     else:
         directory = project_path(args.dir or settings.policies.dir)
         service = directory_service(connect_engine(settings), settings, directory)
         suite = load_suite(directory)
         try:
-            report = run_suite(service, suite)
+            report = run_suite(service, suite, now=now_option(args.now))
         finally:
             service.close()
     if args.json:
@@ -104,24 +104,23 @@ def cmd_test(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_lint(args: argparse.Namespace, settings: Settings) -> int:
     from control_plane.lifecycle import lint
 
+    horizon = timedelta(days=args.horizon_days) if args.horizon_days else lint.DEFAULT_HORIZON
     if args.version:
-        findings = _workflow(settings).lint(args.version)
+        findings = _workflow(settings).lint(args.version, now=time_option(args.now), horizon=horizon)
     else:
+        from control_plane.bootstrap import profile_of
+        from control_plane.lifecycle.suite import SuiteLoadError, load_suite
+
         directory = project_path(args.dir or settings.policies.dir)
         mapping = json.loads(project_path("mappings/catalog.json").read_text(encoding="utf-8"))
-        tested = None
-        if not args.no_tests:
-            from control_plane.lifecycle.suite import SuiteLoadError, load_suite
-
-            try:
-                tested = load_suite(directory).policy_ids()
-            except SuiteLoadError:
-                tested = None  # broken test files are `policy test`'s to report
-        from control_plane.bootstrap import profile_of
-
+        try:
+            suite = load_suite(directory)
+        except SuiteLoadError:
+            suite = None  # broken test files are `policy test`'s to report
         findings = lint.lint_directory(
-            directory, mapping=mapping, now=time_option(args.now) or datetime.now(UTC),
-            tested_policy_ids=tested, profile=profile_of(settings),
+            directory, mapping=mapping, now=now_option(args.now),
+            tested_policy_ids=suite.policy_ids() if suite and not args.no_tests else None,
+            profile=profile_of(settings), cases=suite.cases if suite else (), horizon=horizon,
         )
     if args.json:
         print_json({"findings": [f.as_json() for f in findings]})
@@ -140,7 +139,7 @@ def cmd_diff(args: argparse.Namespace, settings: Settings) -> int:
 
     workflow = _workflow(settings)
     requests = regression.load_queries(project_path(args.queries))
-    now = time_option(args.now) or datetime.now(UTC)
+    now = now_option(args.now)
 
     def service_for(target: str, default_env: str) -> SearchService:
         if Path(target).is_dir():
@@ -252,7 +251,7 @@ def cmd_suggest(args: argparse.Namespace, settings: Settings) -> int:
 
     workflow = _workflow(settings)
     principal = None if args.dry_run else _principal(args, workflow)
-    records = Recorder.from_settings(settings, workflow.engine).decision_records(None, None)
+    records = Recorder.from_settings(settings, workflow.engine, clock=CLOCK).decision_records(None, None)
     signals = suggest.mine(records)
     existing = workflow.environment("live").policy_set
     drafts = None
@@ -299,7 +298,7 @@ def _keys(settings: Settings) -> Any:
 def cmd_keys_create(args: argparse.Namespace, settings: Settings) -> int:
     store = _keys(settings)
     try:
-        key, principal = store.create(args.principal, args.role, datetime.now(UTC), args.label)
+        key, principal = store.create(args.principal, args.role, CLOCK(), args.label)
     except ValueError as error:
         raise CliError(str(error)) from error
     print(key)
@@ -319,7 +318,7 @@ def cmd_keys_list(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_keys_revoke(args: argparse.Namespace, settings: Settings) -> int:
-    if not _keys(settings).revoke(args.key_id, datetime.now(UTC)):
+    if not _keys(settings).revoke(args.key_id, CLOCK()):
         raise CliError(f"no key with id {args.key_id}")
     print(f"revoked {args.key_id}")
     return 0
@@ -339,6 +338,9 @@ def add_policy_actions(actions: Any) -> None:
     )
     test.add_argument("dir", nargs="?", help="policy directory (default: configuration)")
     test.add_argument("--version", help="test this registered version or environment instead (needs a key)")
+    test.add_argument(
+        "--now", help="run cases that pin no 'now' at this ISO time (default: now); pinned cases keep theirs"
+    )
     _keyed(test)
     test.set_defaults(run=_refusals(cmd_test))
 
@@ -346,6 +348,11 @@ def add_policy_actions(actions: Any) -> None:
     lint.add_argument("dir", nargs="?", help="policy directory (default: configuration)")
     lint.add_argument("--version", help="lint this registered version or environment instead")
     lint.add_argument("--now", help="evaluate windows at this ISO time (default: now)")
+    lint.add_argument(
+        "--horizon-days", type=int, metavar="DAYS",
+        help="test_unpinned_window: how far ahead of now a window edge makes a test case that pins"
+        " no 'now' time-dependent (default: 365)",
+    )
     lint.add_argument("--no-tests", action="store_true", help="do not report untested policies")
     lint.add_argument("--json", action="store_true", help="print JSON")
     lint.set_defaults(run=_refusals(cmd_lint))

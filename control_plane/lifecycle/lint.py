@@ -55,6 +55,12 @@ code                       severity  meaning
                                      identifiers: letters, digits, ``_.:@-``)
 ``untested_policy``        warning   no policy test names the policy (only when the tested
                                      ids are given)
+``test_unpinned_window``   warning   a test case that pins no ``now`` (neither the case
+                                     nor its file) fires a policy whose active window is
+                                     open at ``now`` or has an edge within the horizon
+                                     (default a year): the case's result depends on the
+                                     day it runs (at the case's ``file:line``; see
+                                     :mod:`control_plane.lifecycle.lint_cases`)
 ``disabled_policy``        info      ``enabled: false``: the policy never fires
 =========================  ========  ===================================================
 
@@ -70,13 +76,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from itertools import combinations
 from pathlib import Path
 
 from control_plane.catalog.profile import NUMERIC_TYPES, CatalogProfile, mapping_fields
 from control_plane.errors import PolicyError, PolicyLoadError
 from control_plane.lifecycle import lint_pairs
+from control_plane.lifecycle.lint_cases import DEFAULT_HORIZON, Case, unpinned_windows
 from control_plane.lifecycle.lint_facts import (
     LINT_CODES,
     SEVERITIES,
@@ -109,8 +116,8 @@ from control_plane.policy import (
 )
 
 __all__ = [
-    "COHORT", "LINT_CODES", "SEVERITIES", "Finding", "Severity", "has_errors", "lint", "lint_directory",
-    "mapping_fields_of",
+    "COHORT", "DEFAULT_HORIZON", "LINT_CODES", "SEVERITIES", "Finding", "Severity", "has_errors", "lint",
+    "lint_directory", "mapping_fields_of",
 ]
 
 #: The cohorts a request may carry (``SearchRequest.cohorts`` in ``control_plane.service``).
@@ -131,6 +138,8 @@ def lint(
     locations: Mapping[str, str] | None = None,
     tested_policy_ids: set[str] | None = None,
     profile: CatalogProfile | None = None,
+    cases: Iterable[Case] = (),
+    horizon: timedelta = DEFAULT_HORIZON,
 ) -> list[Finding]:
     """Every finding on ``policy_set``, sorted by severity, location, code, then message.
 
@@ -138,7 +147,8 @@ def lint(
     field checks; ``locations`` (policy id -> ``file:line``) places findings in files;
     ``tested_policy_ids`` enables ``untested_policy``; ``profile`` names the fields that
     category and price rules constrain (checked against the mapping, and a category rule
-    against exclusions of the category field).
+    against exclusions of the category field); ``cases`` (the suite's test cases) are
+    checked for ``test_unpinned_window`` with ``horizon``.
     """
 
     where = Where(locations or {})
@@ -163,6 +173,7 @@ def lint(
     reachable = [p for p in live if p.id not in shadowed]
     for one, other in combinations(reachable, 2):
         found += lint_pairs.between(one, other, now, category_field, where)
+    found += unpinned_windows(policy_set.policies, cases, now, horizon)
     return sorted(found, key=_order)
 
 
@@ -173,6 +184,8 @@ def lint_directory(
     now: datetime,
     tested_policy_ids: set[str] | None = None,
     profile: CatalogProfile | None = None,
+    cases: Iterable[Case] = (),
+    horizon: timedelta = DEFAULT_HORIZON,
 ) -> list[Finding]:
     """Lint a policy directory. When it does not load, its load errors are the findings
     (the loader's codes, at ``file:line``); otherwise :func:`lint` with every policy
@@ -188,6 +201,8 @@ def lint_directory(
         locations=policy_locations(directory),
         tested_policy_ids=tested_policy_ids,
         profile=profile,
+        cases=cases,
+        horizon=horizon,
     )
 
 

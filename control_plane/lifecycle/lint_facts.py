@@ -44,6 +44,9 @@ LINT_CODES: dict[str, tuple[Severity, str]] = {
     "unreachable_trigger": ("warning", "a trigger text with no word in it never matches"),
     "unreachable_cohort": ("warning", "a cohort no request can carry"),
     "untested_policy": ("warning", "no policy test names the policy"),
+    "test_unpinned_window": (
+        "warning", "a test case that pins no 'now' fires a policy whose active window moves its result",
+    ),
     "disabled_policy": ("info", "enabled: false, the policy never fires"),
 }
 

@@ -241,14 +241,13 @@ def behaviour_diff(
     after: SearchService,
     requests: Sequence[SearchRequest],
     *,
-    now: datetime | None = None,
+    now: datetime,
     top: int = 10,
 ) -> BehaviourDiff:
     """Run every request on both sides at the same ``now`` and keep those that changed,
     sorted by intent, cohorts, market and user."""
     if not 1 <= top <= 50:
         raise ValueError("top must be between 1 and 50")
-    now = now or before.clock()
     before_version = before.snapshot()[0].policy_set.version
     after_version = after.snapshot()[0].policy_set.version
     unique = _unique(requests, top)

@@ -6,6 +6,12 @@ serves when the run starts, or the index it is already pinned to), so every case
 sees the same policy set and the report names that version. The copy has no plan cache:
 cases fix their own ``now``, and a plan cached for one time must not answer another.
 
+Time is an input: a case runs at its own ``now`` (the case's, or its test file's), else at
+the run's ``now`` (``--now`` on the CLI, ``now`` on the API, else the caller's clock),
+which the report names. A suite whose cases all pin ``now`` gives the same report on any
+date (``govsearch policy lint`` warns, ``test_unpinned_window``, about cases that do not and
+touch an active window).
+
 For each case it compiles the request (and executes it when ``status``, ``tier`` or
 ``results`` are expected), renders the strict tier when DSL fragments are expected, reads
 the hits' catalog documents back when ``every`` / ``none`` conditions need them, and hands
@@ -21,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -30,6 +37,7 @@ from control_plane.executor import Execution
 from control_plane.lifecycle.checks import Observation, Served, check
 from control_plane.lifecycle.suite import Suite, TestCase
 from control_plane.service import SearchRequest, SearchService
+from control_plane.times import iso
 
 
 @dataclass(frozen=True)
@@ -53,10 +61,12 @@ class CaseResult:
 @dataclass(frozen=True)
 class SuiteReport:
     """The outcome of one run: each case in file and line order, the policy-set version
-    it ran against and the hash of the suite it ran."""
+    it ran against, the hash of the suite it ran and the instant cases without their own
+    ``now`` ran at."""
 
     policy_set_version: str
     suite_sha256: str
+    now: datetime
     cases: list[CaseResult] = field(default_factory=list)
 
     @property
@@ -78,6 +88,7 @@ class SuiteReport:
             "failed": self.failed,
             "policy_set_version": self.policy_set_version,
             "suite_sha256": self.suite_sha256,
+            "now": iso(self.now),
             "cases": [case.as_json() for case in self.cases],
         }
 
@@ -85,7 +96,7 @@ class SuiteReport:
         """One line per case, each failure indented under it, and a summary line."""
         lines = [
             f"policy set {self.policy_set_version[:12]}, suite {self.suite_sha256[:12]}:"
-            f" {self.total} case{'s' if self.total != 1 else ''}"
+            f" {self.total} case{'s' if self.total != 1 else ''}; unpinned cases at {iso(self.now)}"
         ]
         for case in self.cases:
             lines.append(f"{'PASS' if case.passed else 'FAIL'}  {case.file}:{case.line}  {case.name}")
@@ -95,26 +106,28 @@ class SuiteReport:
         return "\n".join(lines)
 
 
-def run_suite(service: SearchService, suite: Suite) -> SuiteReport:
-    """Run every case of ``suite`` against the policy set ``service`` serves now."""
+def run_suite(service: SearchService, suite: Suite, *, now: datetime) -> SuiteReport:
+    """Run every case of ``suite`` against the policy set ``service`` serves when the run
+    starts; a case without its own ``now`` runs at ``now``."""
     with _pinned(service) as pinned:
         live, _ = pinned.snapshot()
-        results = [run_case(pinned, case) for case in suite.cases]
+        results = [run_case(pinned, case, now) for case in suite.cases]
     ordered = sorted(results, key=lambda result: (result.file, result.line))
     return SuiteReport(
-        policy_set_version=live.policy_set.version, suite_sha256=suite.sha256, cases=ordered
+        policy_set_version=live.policy_set.version, suite_sha256=suite.sha256, now=now, cases=ordered
     )
 
 
-def run_case(service: SearchService, case: TestCase) -> CaseResult:
-    """One case against ``service`` (pin it first for a consistent version)."""
+def run_case(service: SearchService, case: TestCase, now: datetime) -> CaseResult:
+    """One case against ``service`` (pin it first for a consistent version), at the case's
+    own ``now``, else at ``now``."""
     try:
         request = request_of(case)
     except ValidationError as exc:
         failures = [f"request: expected a valid search request; actual {exc.errors()[0]['msg']}"]
         return CaseResult(case.name, case.file, case.line, False, failures)
     try:
-        failures = check(case.expect, observe(service, case, request))
+        failures = check(case.expect, observe(service, case, request, case.now or now))
     except EngineError as exc:
         failures = [f"engine: expected an answer; actual error: {exc}"]
     return CaseResult(case.name, case.file, case.line, not failures, failures)
@@ -131,17 +144,18 @@ def request_of(case: TestCase) -> SearchRequest:
     )
 
 
-def observe(service: SearchService, case: TestCase, request: SearchRequest) -> Observation:
-    """What the pipeline does for the case's request: as much as its expectations need."""
+def observe(service: SearchService, case: TestCase, request: SearchRequest, now: datetime) -> Observation:
+    """What the pipeline does for the case's request at ``now``: as much as its
+    expectations need."""
     expect = case.expect
     served: Served | None = None
     if expect.needs_search:
-        outcome = service.search(request, case.now)
+        outcome = service.search(request, now)
         compiled = outcome.compiled
         conditions = expect.results is not None and bool(expect.results.every or expect.results.none)
         served = _served(service, outcome.execution, documents=conditions)
     else:
-        compiled = service.compile(request, case.now)
+        compiled = service.compile(request, now)
     _, by_id = service.snapshot()
     composition = compiled.composition
     return Observation(
@@ -191,7 +205,6 @@ def _pinned(service: SearchService) -> Iterator[SearchService]:
         service.profile,
         env=service.env,
         index=live.index,
-        clock=service.clock,
     )
     try:
         yield pinned

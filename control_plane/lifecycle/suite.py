@@ -2,14 +2,22 @@
 
 Every ``*.yaml`` / ``*.yml`` file inside a ``tests/`` folder of a policy directory (the
 folders the policy loader skips; hidden files and folders are ignored) holds test cases:
-a list of case mappings, or a mapping ``{cases: [...]}``, in one or more ``---`` documents::
+a list of case mappings, or a mapping ``{now: ..., cases: [...]}``, in one or more ``---``
+documents. ``now`` there is the file's instant: every case of the document that sets no
+``now`` of its own runs at it (like Cerbos' ``options.now``). A case that pins no ``now``
+at all runs at the run's instant (``--now``, else the day it runs), and ``govsearch policy
+lint`` warns (``test_unpinned_window``) when that makes its result depend on the date::
+
+    now: 2026-11-15T12:00:00Z                           # optional: the file's instant
+    cases:
 
     - name: cheap chocolate keeps the allergen filter   # required, unique in the suite
       intent: cheap chocolate sans arachide             # required
       cohorts: [vegan]                                  # optional request context
       user: alice
       market: fr
-      now: 2026-12-10T12:00:00Z                         # optional fixed time; default: run time
+      now: 2026-12-10T12:00:00Z                         # optional; default: the file's now,
+                                                        # else the run's instant
       expect:                                           # required, at least one expectation
         matched: [cheap, chocolate]                     # policy ids: subsets
         not_matched: [oranges]
@@ -40,8 +48,10 @@ every error, each located at the ``file:line:column`` of its YAML node (files re
 the directory).
 
 A suite's ``sha256`` is the hash of its canonical JSON: the cases sorted by name, without
-their file and line, keys sorted. Moving a case to another file, reordering files or
-reformatting them keeps the hash; changing what a case asks or expects changes it.
+their file and line, keys sorted, each with the ``now`` it runs at (its own or its file's).
+Moving a case to another file, reordering files, reformatting them or moving a ``now``
+between a case and its file keeps the hash; changing what a case asks, expects or runs at
+changes it.
 """
 
 from __future__ import annotations
@@ -56,12 +66,15 @@ from typing import Annotated, Any, ClassVar, Literal
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     JsonValue,
     StrictFloat,
     StrictInt,
+    TypeAdapter,
     ValidationError,
     field_validator,
     model_validator,
@@ -79,6 +92,21 @@ STORED = "(stored suite)"
 
 DEFAULT_FILE = f"{TESTS_DIR}/cases.yaml"
 """where :meth:`Suite.files` puts cases that have no file"""
+
+
+
+def _date_is_midnight(value: Any) -> Any:
+    if isinstance(value, date) and not isinstance(value, datetime):
+        return datetime.combine(value, time(0), UTC)
+    return value
+
+
+def _naive_is_utc(value: datetime) -> datetime:
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+
+
+Instant = Annotated[datetime, BeforeValidator(_date_is_midnight), AfterValidator(_naive_is_utc)]
+"""A test's fixed time: an ISO time (no zone: UTC) or a date (its midnight, UTC)."""
 
 Number = StrictInt | StrictFloat
 PolicyId = Annotated[str, Field(min_length=1, max_length=128)]
@@ -210,7 +238,7 @@ class TestCase(Frozen):
     cohorts: tuple[Annotated[str, Field(pattern=IDENTIFIER)], ...] = Field(default=(), max_length=10)
     user: str | None = Field(default=None, pattern=IDENTIFIER)
     market: str | None = Field(default=None, pattern=r"^[a-z]{2}$")
-    now: datetime | None = None
+    now: Instant | None = None
     expect: Expectation
     file: str = ""
     line: int = Field(default=0, ge=0)
@@ -226,18 +254,6 @@ class TestCase(Frozen):
     @classmethod
     def _cohorts(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(sorted(set(value)))
-
-    @field_validator("now", mode="before")
-    @classmethod
-    def _date_is_midnight(cls, value: Any) -> Any:
-        if isinstance(value, date) and not isinstance(value, datetime):
-            return datetime.combine(value, time(0), UTC)
-        return value
-
-    @field_validator("now")
-    @classmethod
-    def _naive_is_utc(cls, value: datetime | None) -> datetime | None:
-        return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
 
     def content(self) -> dict[str, Any]:
         """The case as written (keys the author set), without its location: what the
@@ -271,12 +287,18 @@ class Suite:
         """Every policy id an expectation names."""
         return {pid for case in self.cases for pid in case.expect.policy_ids()}
 
-    def with_file(self, name: str, cases: Sequence[Mapping[str, Any]]) -> Suite:
+    def with_file(
+        self, name: str, cases: Sequence[Mapping[str, Any]], now: datetime | None = None
+    ) -> Suite:
         """This suite with test file ``name``'s cases replaced by ``cases`` (mappings as an
         author writes them; none removes the file), or :class:`SuiteLoadError`. The new
-        cases have no line (0) and keep their order."""
+        cases have no line (0) and keep their order; ``now`` is the file's instant, for the
+        cases that set none."""
         errors = _file_name_errors(name)
         added: list[TestCase] = []
+        if now is not None:
+            cases = [{**raw, "now": now} if isinstance(raw, Mapping) and "now" not in raw else raw
+                     for raw in cases]
         for index, raw in enumerate(cases):
             case = _unlocated_case(raw, name, f"cases.{index}", errors)
             if case is not None:
@@ -381,20 +403,40 @@ def suite_from_json(data: dict[str, Any]) -> Suite:
 
 def _cases(source: Source, data: Any, errors: list[PolicyError]) -> list[tuple[TestCase, Source]]:
     located = []
+    file_now = _file_now(source, data, errors)
     for item_source, item, line in _items(source, data, errors):
+        if isinstance(item, dict) and "now" not in item and file_now is not None:
+            item = {**item, "now": file_now}
         case = _case(item_source, item, line, errors)
         if case is not None:
             located.append((case, item_source))
     return located
 
 
+FILE_KEYS = ("now", "cases")
+"""what a test file's mapping form may hold"""
+
+_INSTANT: TypeAdapter[datetime] = TypeAdapter(Instant)
+
+
+def _file_now(source: Source, data: Any, errors: list[PolicyError]) -> datetime | None:
+    """The document's ``now`` (mapping form), validated; None when absent or invalid."""
+    if not isinstance(data, dict) or data.get("now") is None:
+        return None
+    try:
+        return _INSTANT.validate_python(data["now"])
+    except ValidationError as exc:
+        errors.append(source.at(("now",), "invalid_value", f"now: {exc.errors()[0]['msg']}"))
+        return None
+
+
 def _items(source: Source, data: Any, errors: list[PolicyError]) -> Iterator[tuple[Source, Any, int]]:
-    """Each case of a document with its source and line: a list of cases, or ``{cases:
-    [...]}``. Anything else is an error."""
+    """Each case of a document with its source and line: a list of cases, or ``{now: ...,
+    cases: [...]}``. Anything else is an error."""
     node, base = source.node, source.base
     if isinstance(data, dict):
-        for key in sorted(set(data) - {"cases"}, key=str):
-            errors.append(source.at((key,), "unknown_field", f"unknown field {key!r} (expected cases)"))
+        for key in sorted(set(data) - set(FILE_KEYS), key=str):
+            errors.append(source.at((key,), "unknown_field", f"unknown field {key!r} (expected now, cases)"))
         if "cases" not in data:
             errors.append(source.at((), "missing_field", "missing required field 'cases'"))
             return

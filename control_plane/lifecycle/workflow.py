@@ -10,7 +10,8 @@ moves without its history event.
   index for the resulting version and moves the staging alias. The actor becomes one of
   the version's authors.
 * **Test** (``author``, ``approver``): ``test`` runs the version's suite against that
-  version's index and records the result for exactly (version, suite).
+  version's index and records the result for exactly (version, suite), with the instant
+  its unpinned cases ran at.
 * **Review** (``approver``): ``approve`` is refused to the version's authors and for a
   version with lint errors; an approval holds for the suite the version had then.
 * **Promote** (``approver``): refused unless the version's suite has at least one case and
@@ -22,14 +23,17 @@ moves without its history event.
 * **Disable** (``approver``; ``admin`` for a guard): the kill switch. A new version, equal
   to live but with the policy disabled, goes live at once, without tests or approval, with
   its reason recorded. Staging is left alone.
+
+Time is an input: every event's time, and the default instant of tests, diffs and lint,
+is the workflow's ``clock`` (required; the edge that builds the workflow passes its own).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +53,8 @@ from control_plane.lifecycle.store import Event, LifecycleStore
 from control_plane.lifecycle.suite import Suite, load_suite, suite_from_json
 from control_plane.loader import PYDANTIC_CODES, build_policy_set, load_policy_set, policy_locations
 from control_plane.policy import Policy, PolicySet
-from control_plane.service import SearchRequest, SearchService, utcnow
+from control_plane.service import SearchRequest, SearchService
+from control_plane.times import Clock, iso
 
 ENVIRONMENTS = ("staging", "live")
 AUTHORING = ("bootstrap", "apply", "draft", "tests", "suggest")
@@ -122,12 +127,13 @@ class Workflow:
         engine: Engine,
         profile: CatalogProfile,
         *,
-        clock: Callable[[], datetime] = utcnow,
+        clock: Clock,
     ) -> None:
         self.settings = settings
         self.engine = engine
         self.profile = profile
         self.clock = clock
+        """the instant of every event, and the default instant of tests, diffs and lint"""
         self.prefix = settings.policies.index_prefix
         self.store = LifecycleStore(engine, self.prefix)
 
@@ -254,14 +260,16 @@ class Workflow:
         return self._redraft(principal, base, others, reason or f"delete {policy_id}")
 
     def put_tests(
-        self, principal: Principal, name: str, cases: Sequence[Mapping[str, Any]], reason: str | None
+        self, principal: Principal, name: str, cases: Sequence[Mapping[str, Any]], reason: str | None,
+        now: datetime | None = None,
     ) -> VersionState:
-        """Replace the staging suite's test file ``name`` (e.g. ``food/tests/nutella.yaml``)."""
+        """Replace the staging suite's test file ``name`` (e.g. ``food/tests/nutella.yaml``);
+        ``now``: the file's instant, for its cases that set none."""
         with self._refusals(principal, "tests", None):
             self._require(principal, "tests", "author")
         base = self._draft_base()
         current = self._suite(base.suite_sha256)
-        suite = (current or suite_from_json({"cases": []})).with_file(name, cases)
+        suite = (current or suite_from_json({"cases": []})).with_file(name, cases, now)
         self._stage(
             principal.name, "tests", base.policy_set, suite, "staging", reason or f"tests {name}",
             self.files_of(base.version), base.policy_set,
@@ -305,28 +313,41 @@ class Workflow:
             result = regression.behaviour_diff(left, right, requests, now=now or self.clock(), top=top)
         return result.as_json()
 
-    def test(self, principal: Principal, version: str | None) -> SuiteReport:
+    def test(self, principal: Principal, version: str | None, now: datetime | None = None) -> SuiteReport:
+        """Run the version's suite; cases that pin no ``now`` run at ``now`` (default: the
+        clock). The run, and the instant it used, are recorded."""
         with self._refusals(principal, "test", version) as subject:
             self._require(principal, "test", "author", "approver")
             version = subject["version"] = self.resolve_version(version)
         suite = self._suite(self._suite_sha(version)) or suite_from_json({"cases": []})
+        at = self.clock()
         with self.pinned_service(version) as service:
-            report = run_suite(service, suite)
+            report = run_suite(service, suite, now=now or at)
         self.store.record(self.store.new_event(
-            principal.name, "test", self.clock(), version=version, suite_sha256=suite.sha256,
-            details={"passed": report.passed, "total": report.total, "failed": report.failed},
+            principal.name, "test", at, version=version, suite_sha256=suite.sha256,
+            details={"passed": report.passed, "total": report.total, "failed": report.failed,
+                     "now": iso(report.now)},
         ))
         return report
 
-    def lint(self, version: str | None) -> list[linting.Finding]:
+    def lint(
+        self,
+        version: str | None,
+        *,
+        now: datetime | None = None,
+        horizon: timedelta = linting.DEFAULT_HORIZON,
+    ) -> list[linting.Finding]:
+        """Lint a version with its suite, windows seen from ``now`` (default: the clock)."""
         version = self.resolve_version(version)
         suite = self._suite(self._suite_sha(version))
         return linting.lint(
             self.policy_set(version),
             mapping_fields=self.catalog_fields(),
-            now=self.clock(),
+            now=now or self.clock(),
             tested_policy_ids=suite.policy_ids() if suite else set(),
             profile=self.profile,
+            cases=suite.cases if suite else (),
+            horizon=horizon,
         )
 
     def approve(self, principal: Principal, version: str | None, comment: str | None) -> VersionState:

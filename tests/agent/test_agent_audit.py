@@ -27,8 +27,7 @@ from control_plane.config import EngineSettings, LlmSettings, Settings
 from control_plane.engine import Engine, connect
 from control_plane.service import SearchService
 from tests.agent.conftest import FakeLlm, Reply
-
-pytestmark = pytest.mark.engine
+from tests.clocks import FIXED_CLOCK
 
 GREETING = "Hello zanzibar-marker, I'm looking for some cheap chocolate please"
 
@@ -75,11 +74,13 @@ def make_audited(tmp_path: Path, engine: Engine, settings: Settings, ready: Read
     ) -> Audited:
         path = tmp_path / "decisions.jsonl"
         recorder = Recorder(JsonlSink(path), JsonlSink(tmp_path / "events.jsonl"), instance_id="agent-writer",
-                            store_raw_intent=store_raw_intent)
+                            store_raw_intent=store_raw_intent, clock=FIXED_CLOCK)
         service = SearchService(settings, engine_ or engine, profile_of(settings), recorder=recorder)
-        app = create_app(service)
+        app = create_app(service, clock=FIXED_CLOCK)
         llm = LlmClient(LlmSettings(base_url=llm_url, model="m", timeout_s=2)) if llm_url else None
-        app.state.agent_gateway = AgentGateway(service, gateway or GatewaySettings(), llm=llm)
+        app.state.agent_gateway = AgentGateway(
+            service, gateway or GatewaySettings(), llm=llm, clock=FIXED_CLOCK
+        )
         client = TestClient(app, raise_server_exceptions=False)
         made.append((client, service))
         return Audited(client, path)

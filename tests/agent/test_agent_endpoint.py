@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -17,8 +16,7 @@ from control_plane.config import LlmSettings
 from control_plane.service import SearchRequest, SearchService
 from tests.agent.airgap import violations
 from tests.agent.conftest import FakeLlm, Reply
-
-pytestmark = pytest.mark.engine
+from tests.clocks import FIXED_CLOCK, FIXED_NOW
 
 
 def client_for(
@@ -27,11 +25,9 @@ def client_for(
     llm_url: str | None = None,
     timeout_s: float = 2.0,
 ) -> TestClient:
-    app = create_app(service)
+    app = create_app(service, clock=FIXED_CLOCK)
     llm = LlmClient(LlmSettings(base_url=llm_url, model="m", timeout_s=timeout_s)) if llm_url else None
-    app.state.agent_gateway = AgentGateway(
-        service, settings or GatewaySettings(), llm=llm, clock=lambda: datetime(2025, 3, 1, 12, tzinfo=UTC)
-    )
+    app.state.agent_gateway = AgentGateway(service, settings or GatewaySettings(), llm=llm, clock=FIXED_CLOCK)
     return TestClient(app)
 
 
@@ -201,7 +197,7 @@ def test_an_injection_that_passes_validation_is_still_governed(
     with client_for(service, llm_url=fake_llm.url) as client:
         body = client.post("/v1/agent/query", json={"message": "cheap chocolate", "market": "fr"}).json()
     assert body["intent"] == injected and body["status"] in ("ok", "no_results")
-    outcome = service.search(SearchRequest(intent=injected, market="fr"))
+    outcome = service.search(SearchRequest(intent=injected, market="fr"), FIXED_NOW)
     names = filter_names(outcome.execution.dsl)
     assert {"guard:in-stock-only", "guard:visible-only", "guard:market"} <= names
     assert {"category:chocolate", "price:cheap"} <= names  # the policies still apply

@@ -23,9 +23,9 @@ from control_plane.audit.verify import verify_lines
 from control_plane.bootstrap import Ready
 from control_plane.engine import Engine
 from control_plane.service import SearchRequest, SearchService
+from control_plane.times import iso
 from tests.agent.conftest import ROOT
-
-pytestmark = pytest.mark.engine
+from tests.clocks import FIXED_NOW
 
 
 async def _session(
@@ -33,7 +33,7 @@ async def _session(
 ) -> tuple[Any, list[Any]]:
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "agent_gateway.mcp_server"],
+        args=["-m", "agent_gateway.mcp_server", "--now", iso(FIXED_NOW)],
         env={**os.environ, "GOVSEARCH_ENGINE_URL": engine_url, "GOVSEARCH_ENGINE_TIMEOUT": "30",
              "GOVSEARCH_AUDIT_PATH": str(audit_path), "GOVSEARCH_AUDIT_INSTANCE_ID": "mcp-test"},
         cwd=str(ROOT),
@@ -93,7 +93,8 @@ def mcp_http_url(engine_url: str, ready: Ready, tmp_path: Path) -> Iterator[str]
     log = tmp_path / "mcp-server.log"
     with log.open("wb") as output:
         server = subprocess.Popen(
-            [sys.executable, "-m", "agent_gateway.mcp_server", "--http", "--port", str(port)],
+            [sys.executable, "-m", "agent_gateway.mcp_server", "--http", "--port", str(port),
+             "--now", iso(FIXED_NOW)],
             env={**os.environ, "GOVSEARCH_ENGINE_URL": engine_url, "GOVSEARCH_ENGINE_TIMEOUT": "30",
                  "GOVSEARCH_AUDIT_PATH": str(tmp_path / "decisions.jsonl")},
             cwd=str(ROOT),
@@ -160,7 +161,7 @@ def test_search_products_over_streamable_http(
     products = result["products"]
     assert [p["citation"] for p in products] == list(range(1, len(products) + 1))
     assert all(p["price"] is None or p["price"] <= 4.14 + 1e-9 for p in products)  # "cheap" applied
-    governed = service.search(SearchRequest(intent="cheap chocolate", cohorts=("vegan",)))
+    governed = service.search(SearchRequest(intent="cheap chocolate", cohorts=("vegan",)), FIXED_NOW)
     assert [p["product_id"] for p in products] == [h.id for h in governed.execution.hits[: len(products)]]
     assert result["answer"].startswith(f'{result["total"]} products found for "cheap chocolate"')
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -12,13 +13,13 @@ from control_plane.api import create_app
 from control_plane.config import EngineSettings
 from control_plane.engine import connect
 from control_plane.service import SearchService
-
-pytestmark = pytest.mark.engine
+from control_plane.times import parse_time
+from tests.clocks import FIXED_CLOCK, FIXED_NOW
 
 
 @pytest.fixture(scope="module")
 def client(service: SearchService) -> TestClient:
-    return TestClient(create_app(service))
+    return TestClient(create_app(service, clock=FIXED_CLOCK))
 
 
 def assert_error_shape(body: dict[str, Any], code: str) -> None:
@@ -59,7 +60,8 @@ def test_sponsored_hits_are_labelled(client: TestClient) -> None:
 
 def test_compile_returns_plan_dsl_and_explanation_without_running(client: TestClient) -> None:
     body = client.post("/v1/compile", json={"intent": "oranges"}).json()
-    assert set(body) == {"request_id", "policy_set_version", "plan", "dsl", "explanation"}
+    assert set(body) == {"request_id", "policy_set_version", "now", "plan", "dsl", "explanation"}
+    assert parse_time(body["now"]) == FIXED_NOW  # the app's clock: the instant it was compiled at
     assert body["plan"]["category"]["values"] == ["Oranges"]
     assert json.dumps(body["dsl"]).count("category:oranges") == 1
 
@@ -115,7 +117,7 @@ def test_health_and_readiness(client: TestClient) -> None:
 
 def test_engine_down_fails_closed_with_503(service: SearchService) -> None:
     dead = connect(EngineSettings(url="http://127.0.0.1:9", kind=service.engine.kind, timeout_s=1))
-    down = TestClient(create_app(SearchService(service.settings, dead, service.profile)))
+    down = TestClient(create_app(SearchService(service.settings, dead, service.profile), clock=FIXED_CLOCK))
     response = down.post("/v1/search", json={"intent": "chocolate"})
     assert response.status_code == 503
     assert_error_shape(response.json(), "engine_unavailable")
@@ -131,7 +133,8 @@ def test_missing_policy_set_fails_closed(service: SearchService) -> None:
             )
         }
     )
-    empty = TestClient(create_app(SearchService(settings, service.engine, service.profile)))
+    nothing = SearchService(settings, service.engine, service.profile)
+    empty = TestClient(create_app(nothing, clock=FIXED_CLOCK))
     response = empty.post("/v1/search", json={"intent": "chocolate"})
     assert response.status_code == 503
     assert "no policy set" in response.json()["error"]["message"]
@@ -142,9 +145,25 @@ def test_plan_cache_serves_repeats_and_drops_on_version_change(service: SearchSe
 
     fresh = SearchService(service.settings, service.engine, service.profile)
     request = SearchRequest(intent="Cheap  Chocolate")
-    first = fresh.compile(request)
-    again = fresh.compile(SearchRequest(intent="cheap chocolate"))
+    first = fresh.compile(request, FIXED_NOW)
+    again = fresh.compile(SearchRequest(intent="cheap chocolate"), FIXED_NOW)
     assert not first.cached and again.cached
     assert again.composition == first.composition
-    fresh.cache.get("another-version", ("x",), fresh.clock())  # a new version empties the cache
+    fresh.cache.get("another-version", ("x",), FIXED_NOW)  # a new version empties the cache
     assert len(fresh.cache) == 0
+
+
+def test_a_cached_plan_is_the_plan_of_its_own_instant(service: SearchService) -> None:
+    """Same request, version and instant: the same DSL, whether the plan came from the
+    cache (compiled at another instant of the same window) or not."""
+    from control_plane.service import SearchRequest
+
+    warm = SearchService(service.settings, service.engine, service.profile)
+    cold = SearchService(service.settings, service.engine, service.profile)
+    request = SearchRequest(intent="chocolate", user_id="alice")
+    later = datetime(2026, 11, 29, 12, tzinfo=UTC)  # after alice's latest purchase, same window
+    early = warm.compile(request, FIXED_NOW)
+    cached, fresh = warm.compile(request, later), cold.compile(request, later)
+    assert cached.cached and not fresh.cached
+    assert cached.personalization == fresh.personalization != early.personalization
+    assert warm.render(cached, request, "strict") == cold.render(fresh, request, "strict")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from control_plane.bootstrap import Ready, profile_of
 from control_plane.config import Settings
 from control_plane.engine import Engine
 from control_plane.service import SearchService
+from tests.clocks import FIXED_CLOCK, FIXED_NOW
 from tests.e2e.conftest import ready, service, settings  # noqa: F401
 
 MakeClient = Callable[..., tuple[TestClient, Recorder]]
@@ -27,6 +27,7 @@ def jsonl_recorder(directory: Path, **options: object) -> Recorder:
         JsonlSink(directory / "decisions.jsonl"),
         JsonlSink(directory / "events.jsonl"),
         instance_id="test-writer",
+        clock=FIXED_CLOCK,
         **options,  # type: ignore[arg-type]
     )
 
@@ -47,11 +48,11 @@ def make_client(
         recorder = jsonl_recorder(tmp_path, store_raw_intent=store_raw_intent, telemetry=telemetry)
         svc = SearchService(settings, engine_ or engine, profile_of(settings), recorder=recorder)
         services.append(svc)
-        app = create_app(svc)
+        app = create_app(svc, clock=FIXED_CLOCK)
         client = TestClient(app, raise_server_exceptions=False)
         keys = getattr(app.state, "keys", None)
         if keys is not None and engine_ is None:  # API keys: the audit API needs the auditor role
-            key, _ = keys.create("test-auditor", ["auditor"], datetime.now(UTC))
+            key, _ = keys.create("test-auditor", ["auditor"], FIXED_NOW)
             client.headers["Authorization"] = f"Bearer {key}"
         clients.append(client)
         return client, recorder

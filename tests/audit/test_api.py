@@ -21,8 +21,7 @@ from control_plane.config import EngineSettings, Settings
 from control_plane.engine import Engine, connect
 from control_plane.loader import build_policy_set, load_policy_set
 from tests.audit.conftest import MakeClient
-
-pytestmark = pytest.mark.engine
+from tests.clocks import ticking_clock
 
 
 def _search(client: TestClient, intent: str, **extra: Any) -> dict[str, Any]:
@@ -267,10 +266,12 @@ def test_engine_sink_keeps_the_same_chained_records(engine: Engine) -> None:
 
     index = "gstest-audit-sink"
     engine.delete_index(index)
+    clock = ticking_clock()  # distinct record times, for the time-window reads
     try:
         for _ in range(2):  # a second recorder resumes the writer's chain from the index
             recorder = Recorder(
-                EngineSink(engine, index), EngineSink(engine, index + "-events"), instance_id="engine-writer"
+                EngineSink(engine, index), EngineSink(engine, index + "-events"), instance_id="engine-writer",
+                clock=clock,
             )
             for n in range(2):
                 recorder.failure(f"req-{n}", ErrorOut(code="x", message="y", status=503))

@@ -27,8 +27,7 @@ from control_plane.cli import main
 from control_plane.config import Settings
 from control_plane.engine import Engine
 from control_plane.service import SearchService
-
-pytestmark = pytest.mark.engine
+from tests.clocks import FIXED_CLOCK
 
 
 @dataclass
@@ -51,10 +50,11 @@ def engine_audit(
 ) -> Iterator[EngineAudit]:
     index = f"gstest-audit-{uuid.uuid4().hex[:10]}"
     sink = EngineSink(engine, index)
-    recorder = Recorder(sink, EngineSink(engine, index + "-events"), instance_id="engine-writer")
+    events = EngineSink(engine, index + "-events")
+    recorder = Recorder(sink, events, instance_id="engine-writer", clock=FIXED_CLOCK)
     service = SearchService(settings, engine, profile_of(settings), recorder=recorder)
-    app = create_app(service)
-    app.state.agent_gateway = AgentGateway(service)  # rules extraction
+    app = create_app(service, clock=FIXED_CLOCK)
+    app.state.agent_gateway = AgentGateway(service, clock=FIXED_CLOCK)  # rules extraction
     config = tmp_path / "govsearch.yaml"
     config.write_text(yaml.safe_dump({
         "engine": {"url": engine_url, "timeout_s": 30},

@@ -10,10 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-pytestmark = pytest.mark.engine
-
 
 def govsearch(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -32,7 +28,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def test_start_status_stop(tmp_path: Path) -> None:
+def test_start_status_stop(tmp_path: Path, starts_local_engine: None) -> None:
     port = free_port()
     started = govsearch("engine", "start", "--port", str(port), "--data-dir", str(tmp_path))
     try:
@@ -52,7 +48,7 @@ def test_start_status_stop(tmp_path: Path) -> None:
     assert "no local engine" in govsearch("engine", "stop", "--data-dir", str(tmp_path)).stdout
 
 
-def test_port_taken_is_a_one_line_error(tmp_path: Path) -> None:
+def test_port_taken_is_a_one_line_error(tmp_path: Path, starts_local_engine: None) -> None:
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
         holder.listen()
@@ -101,7 +97,7 @@ def test_maven_missing_when_the_launcher_needs_building(tmp_path: Path) -> None:
     assert "Maven (mvn) is not installed" in result.stderr
 
 
-def test_node_not_up_in_time_names_its_log(tmp_path: Path) -> None:
+def test_node_not_up_in_time_names_its_log(tmp_path: Path, starts_local_engine: None) -> None:
     result = govsearch(
         "engine", "start", "--port", str(free_port()), "--data-dir", str(tmp_path), "--timeout", "0.5"
     )

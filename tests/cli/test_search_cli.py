@@ -13,8 +13,6 @@ from control_plane.cli import main
 from control_plane.config import Settings
 from control_plane.engine import Engine
 
-pytestmark = pytest.mark.engine
-
 
 @pytest.fixture()
 def env(monkeypatch: pytest.MonkeyPatch, settings: Settings, ready: Ready) -> None:

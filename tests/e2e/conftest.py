@@ -8,6 +8,7 @@ from control_plane.bootstrap import Ready, prepare, profile_of
 from control_plane.config import EngineSettings, Settings
 from control_plane.engine import Engine
 from control_plane.service import SearchService
+from control_plane.times import Clock
 
 
 @pytest.fixture(scope="session")
@@ -16,9 +17,9 @@ def settings(engine_url: str) -> Settings:
 
 
 @pytest.fixture(scope="session")
-def ready(engine: Engine, settings: Settings) -> Ready:
+def ready(engine: Engine, settings: Settings, clock: Clock) -> Ready:
     """The demo catalog, the demo policy set (live) and the personas, in the real engine."""
-    return prepare(engine, settings)
+    return prepare(engine, settings, clock=clock)
 
 
 @pytest.fixture(scope="session")

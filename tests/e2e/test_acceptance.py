@@ -10,8 +10,6 @@ import pytest
 from control_plane.engine import Engine
 from control_plane.service import Outcome, SearchRequest, SearchService
 
-pytestmark = pytest.mark.engine
-
 BEFORE_CAMPAIGN = datetime(2026, 11, 15, 12, tzinfo=UTC)
 DURING_CAMPAIGN = datetime(2026, 12, 10, 12, tzinfo=UTC)
 

@@ -10,8 +10,6 @@ from control_plane.engine import Engine, EngineError, EngineUnavailable, connect
 from control_plane.matcher import HIGHLIGHT, spans_from_highlight
 from control_plane.policy_store import policies_mapping
 
-pytestmark = pytest.mark.engine
-
 
 def test_detects_the_engine_kind(engine: Engine) -> None:
     info = engine.info()

@@ -24,8 +24,6 @@ from control_plane.loader import build_policy_set
 from control_plane.plan import Match, Span
 from control_plane.policy import Governance, Policy, PolicySet, Vocabulary
 
-pytestmark = pytest.mark.engine
-
 CASES_FILE = Path(__file__).with_name("matching_cases.yaml")
 CASES: dict[str, Any] = yaml.safe_load(CASES_FILE.read_text(encoding="utf-8"))
 

@@ -12,8 +12,6 @@ from control_plane.engine import Engine, EngineError
 from control_plane.loader import build_policy_set, load_policy_set
 from control_plane.policy import Policy, PolicySet
 
-pytestmark = pytest.mark.engine
-
 POLICIES = Path(__file__).resolve().parents[2] / "policies"
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from control_plane.engine import Engine
 from control_plane.lifecycle.keys import KeyStore, Principal
 from control_plane.lifecycle.workflow import Workflow
 from control_plane.service import SearchService
+from control_plane.times import Clock
 from tests.e2e.conftest import ready, service, settings  # noqa: F401
 
 CAST: dict[str, list[str]] = {
@@ -63,19 +63,20 @@ def lifecycle(
     ready: Ready,  # noqa: F811
     index_prefix: str,
     tmp_path: Path,
+    clock: Clock,
 ) -> Iterator[Lifecycle]:
     local = isolated_settings(settings, index_prefix, tmp_path)
-    publish_policies(engine, local, "policies", "live")
+    publish_policies(engine, local, "policies", "live", clock=clock)
     svc = SearchService(local, engine, profile_of(local))
-    client = TestClient(create_app(svc), raise_server_exceptions=False)
+    client = TestClient(create_app(svc, clock=clock), raise_server_exceptions=False)
     store = KeyStore(engine, local.auth.keys_index)
-    now = datetime.now(UTC)
+    now = clock()
     created = {name: store.create(name, roles, now) for name, roles in CAST.items()}
     yield Lifecycle(
         settings=local,
         engine=engine,
         client=client,
-        workflow=Workflow(local, engine, profile_of(local)),
+        workflow=Workflow(local, engine, profile_of(local), clock=clock),
         keys={name: key for name, (key, _) in created.items()},
         principals={name: principal for name, (_, principal) in created.items()},
         service=svc,

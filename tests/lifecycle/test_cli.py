@@ -17,8 +17,8 @@ from control_plane.cli import main
 from control_plane.config import Settings, load_settings
 from control_plane.loader import load_policy_set
 from control_plane.service import SearchService
+from tests.clocks import FIXED_CLOCK
 
-pytestmark = pytest.mark.engine
 ROOT = Path(__file__).resolve().parents[2]
 CREAMERS = """id: coffee-creamers
 title: '"creamer" means coffee creamers'
@@ -98,6 +98,11 @@ def test_the_lifecycle_from_the_command_line(
     (directory / "grocery" / "tests" / "creamers.yaml").write_text(CREAMER_TEST % '"Coffee creamers"')
     code, out, _ = run(capsys, "policy", "test", str(directory))
     assert code == 0, out
+    # --now: the instant for cases that pin none (the demo suite pins what a window moves)
+    code, out, _ = run(capsys, "policy", "test", str(directory), "--now", "2026-12-10T12:00:00Z", "--json")
+    assert code == 0 and json.loads(out)["now"] == "2026-12-10T12:00:00Z", out
+    code, _, err = run(capsys, "policy", "test", str(directory), "--now", "soon")
+    assert code == 1 and "not an ISO 8601 time: 'soon'" in err
 
     # policy lint: clean directory exits 0
     code, out, _ = run(capsys, "policy", "lint", str(directory))
@@ -197,7 +202,7 @@ def test_suggest_drafts_into_staging_from_the_decision_log(
     assert run(capsys, "policy", "publish", "policies", "--env", "live")[0] == 0
     alice = key_for(capsys, "alice", "author")
     service = SearchService(cli_env, _engine(cli_env), profile_of(cli_env))
-    client = TestClient(create_app(service))
+    client = TestClient(create_app(service, clock=FIXED_CLOCK))
     for _ in range(2):
         assert client.post("/v1/search", json={"intent": "chocolate zzyzx"}).status_code == 200
     client.close()
@@ -213,7 +218,7 @@ def test_suggest_drafts_into_staging_from_the_decision_log(
     env = load_settings()
     from control_plane.lifecycle.workflow import Workflow
 
-    workflow = Workflow(env, _engine(env), profile_of(env))
+    workflow = Workflow(env, _engine(env), profile_of(env), clock=FIXED_CLOCK)
     suggested = [p for p in workflow.environment("staging").policy_set.policies if p.origin == "rules"]
     assert suggested and suggested[0].trigger.values == ("chocolate zzyzx",)
     # a suggestion is a draft like any other: not live until tested, approved and promoted

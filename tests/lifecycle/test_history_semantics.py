@@ -14,6 +14,7 @@ from control_plane.lifecycle.suite import load_suite
 from control_plane.lifecycle.workflow import Refused
 from control_plane.loader import build_policy_set, load_policy_set
 from control_plane.policy import Policy
+from tests.clocks import FIXED_CLOCK
 from tests.lifecycle.conftest import Lifecycle
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,7 +53,7 @@ def test_publishing_the_same_set_again_records_nothing(lifecycle: Lifecycle) -> 
     from control_plane.bootstrap import publish_policies
 
     before = lifecycle.workflow.history()
-    publish_policies(lifecycle.engine, lifecycle.settings, "policies", "live")
+    publish_policies(lifecycle.engine, lifecycle.settings, "policies", "live", clock=FIXED_CLOCK)
     assert lifecycle.workflow.history() == before
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tests.clocks import FIXED_CLOCK, FIXED_NOW
 from tests.lifecycle.conftest import Lifecycle
 
 CREAMERS: dict[str, Any] = {
@@ -168,12 +169,11 @@ def test_keys_are_required_and_checked(lifecycle: Lifecycle) -> None:
     refused(lc.call("GET", "/v1/audit/decisions", "alice"), 403, "forbidden_role")
     assert lc.call("GET", "/v1/audit/decisions", "carol").status_code == 200
     # a revoked key stops working
-    from datetime import UTC, datetime
 
     from control_plane.lifecycle.keys import KeyStore
 
     store = KeyStore(lc.engine, lc.settings.auth.keys_index)
-    store.revoke(lc.principals["carol"].key_id or "", datetime.now(UTC))
+    store.revoke(lc.principals["carol"].key_id or "", FIXED_NOW)
     refused(lc.call("GET", "/v1/policies/environments/live", "carol"), 401, "invalid_api_key")
 
 
@@ -257,7 +257,7 @@ def test_search_keys_when_required(lifecycle: Lifecycle) -> None:
         update={"auth": lc.settings.auth.model_copy(update={"search_requires_key": True})}
     )
     service = SearchService(strict, lc.engine, lc.service.profile)
-    client = TestClient(create_app(service), raise_server_exceptions=False)
+    client = TestClient(create_app(service, clock=FIXED_CLOCK), raise_server_exceptions=False)
     try:
         body = {"intent": "cheap chocolate"}
         refused(client.post("/v1/search", json=body), 401, "missing_api_key")

@@ -51,12 +51,9 @@ def modified(demo: PolicySet) -> PolicySet:
     return build_policy_set(policies, demo.vocabularies, demo.governance)
 
 
-pytestmark = pytest.mark.engine
-
-
 def test_same_set_on_both_sides_changes_nothing(pin: Pin, demo_set: PolicySet) -> None:
     before, after = pin(demo_set), pin(demo_set)
-    result = behaviour_diff(before, after, requests())
+    result = behaviour_diff(before, after, requests(), now=BEFORE_CAMPAIGN)
     assert result.changed == []
     assert result.total == len(INTENTS) + 1  # the repeated "oranges" is replayed once
     assert result.before_version == result.after_version == demo_set.version
@@ -123,7 +120,7 @@ def test_top_bounds_the_compared_results(pin: Pin, demo_set: PolicySet) -> None:
     (change,) = result.changed
     assert len(change.top_before) <= 3 and len(change.top_after) <= 3
     with pytest.raises(ValueError, match="top"):
-        behaviour_diff(pin(demo_set), pin(demo_set), [], top=0)
+        behaviour_diff(pin(demo_set), pin(demo_set), [], now=BEFORE_CAMPAIGN, top=0)
 
 
 def side(price: float, policy: str, top: tuple[str, ...]) -> Side:

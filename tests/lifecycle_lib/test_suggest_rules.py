@@ -15,8 +15,6 @@ from control_plane.policy import Policy, PolicySet
 from control_plane.service import SearchRequest, SearchService
 from tests.lifecycle_lib.pinning import Pin
 
-pytestmark = pytest.mark.engine
-
 NOW = datetime(2026, 11, 15, 12, tzinfo=UTC)
 
 SIGNALS = [

@@ -11,8 +11,7 @@ from control_plane.engine import Engine
 from control_plane.lifecycle.runner import run_suite
 from control_plane.lifecycle.suite import Suite
 from control_plane.service import SearchService
-
-pytestmark = pytest.mark.engine
+from tests.clocks import FIXED_NOW
 
 BEFORE_CAMPAIGN = "2026-11-15T12:00:00Z"
 
@@ -133,7 +132,7 @@ WRONG: dict[str, tuple[str, dict[str, Any], list[str]]] = {
 @pytest.mark.parametrize("kind", list(WRONG))
 def test_a_wrong_expectation_fails_naming_expected_and_actual(demo_service: SearchService, kind: str) -> None:
     intent, expect, texts = WRONG[kind]
-    report = run_suite(demo_service, suite_of({"intent": intent, "expect": expect}))
+    report = run_suite(demo_service, suite_of({"intent": intent, "expect": expect}), now=FIXED_NOW)
     assert not report.passed and report.failed == 1
     [case] = report.cases
     assert len(case.failures) == 1, case.failures
@@ -157,14 +156,14 @@ def test_the_same_expectations_pass_when_right(demo_service: SearchService) -> N
             "top": ["demo-jus-orange-presse-1l"],
             "top_n": 2, "min_hits": 2, "max_hits": 2, "every": {"price": {"gt": 0, "lte": 10}},
         }}},
-    ))
+    ), now=FIXED_NOW)
     assert report.passed, report.human()
 
 
 def test_an_unknown_policy_fails_the_case_alone(demo_service: SearchService) -> None:
     report = run_suite(demo_service, suite_of(
         {"intent": "oranges", "expect": {"applied": ["ghost"], "not_matched": ["oranges"]}}
-    ))
+    ), now=FIXED_NOW)
     version = demo_service.snapshot()[0].policy_set.version
     assert report.cases[0].failures == [f"policy 'ghost' is not in policy set {version[:12]}"]
 
@@ -173,7 +172,7 @@ def test_a_report_names_failures_under_their_case(demo_service: SearchService) -
     report = run_suite(demo_service, suite_of(
         {"intent": "oranges", "expect": {"applied": ["oranges"]}},
         {"intent": "oranges", "expect": {"plan": {"category.values": ["Sodas"]}}},
-    ))
+    ), now=FIXED_NOW)
     assert (report.passed, report.total, report.failed) == (False, 2, 1)
     assert report.human().splitlines()[1:] == [
         "PASS  tests/failing.yaml:0  case 0",
@@ -190,7 +189,7 @@ def test_a_report_names_failures_under_their_case(demo_service: SearchService) -
 
 
 def test_an_empty_suite_passes_with_no_case(demo_service: SearchService) -> None:
-    report = run_suite(demo_service, Suite(()))
+    report = run_suite(demo_service, Suite(()), now=FIXED_NOW)
     assert (report.passed, report.total, report.failed, report.cases) == (True, 0, 0, [])
     assert report.policy_set_version == demo_service.snapshot()[0].policy_set.version
 
@@ -201,7 +200,8 @@ def test_an_engine_failure_fails_the_case_with_the_engine_message(
     no_catalog = demo_service.profile.model_copy(update={"alias": "gstest-no-such-catalog"})
     service = SearchService(demo_service.settings, engine, no_catalog, index=demo_service.index)
     try:
-        report = run_suite(service, suite_of({"intent": "oranges", "expect": {"applied": ["oranges"]}}))
+        case = {"intent": "oranges", "expect": {"applied": ["oranges"]}}
+        report = run_suite(service, suite_of(case), now=FIXED_NOW)
     finally:
         service.close()
     [failure] = report.cases[0].failures

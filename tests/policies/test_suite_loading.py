@@ -236,6 +236,47 @@ def test_cases_mapping_form_shorthands_and_times(tmp_path: Path) -> None:
     assert first.expect.needs_search and second.expect.needs_search
 
 
+def test_a_file_now_pins_every_case_that_sets_none(tmp_path: Path) -> None:
+    write(tmp_path, {"tests/a.yaml": """\
+        now: 2026-11-15T12:00:00Z
+        cases:
+          - {name: by the file, intent: chocolate, expect: {tier: strict}}
+          - {name: by the case, intent: chocolate, now: 2026-12-10, expect: {tier: strict}}
+        """, "tests/b.yaml": "- {name: unpinned, intent: chocolate, expect: {tier: strict}}\n"})
+    by_name = {case.name: case for case in load_suite(tmp_path).cases}
+    assert by_name["by the file"].now == datetime(2026, 11, 15, 12, tzinfo=UTC)
+    assert by_name["by the case"].now == datetime(2026, 12, 10, tzinfo=UTC)
+    assert by_name["unpinned"].now is None  # another file: not pinned by a.yaml
+
+
+def test_a_file_now_that_is_not_a_time_is_located(tmp_path: Path) -> None:
+    write(tmp_path, {"tests/a.yaml": "now: next tuesday\nnever: 1\ncases:\n" + textwrap.indent(CASE, "  ")})
+    assert errors_of(tmp_path) == [
+        ("tests/a.yaml", 1, 1, "invalid_value"), ("tests/a.yaml", 2, 1, "unknown_field"),
+    ]
+    assert "(expected now, cases)" in messages_of(tmp_path)[1]
+
+
+def test_moving_now_between_the_file_and_its_cases_keeps_the_hash(tmp_path: Path) -> None:
+    by_file = load_suite(write(tmp_path / "one", {"tests/a.yaml": "now: 2026-11-15\ncases:\n"
+                                                  + textwrap.indent(CASE, "  ")}))
+    by_case = load_suite(write(tmp_path / "two", {"tests/a.yaml": CASE.replace(
+        "  intent: oranges", "  intent: oranges\n  now: 2026-11-15T00:00:00Z")}))
+    unpinned = load_suite(write(tmp_path / "three", {"tests/a.yaml": CASE}))
+    assert by_file.sha256 == by_case.sha256 != unpinned.sha256
+
+
+def test_with_file_takes_the_file_now() -> None:
+    demo = load_suite(POLICIES)
+    expect = {"applied": ["oranges"]}
+    cases = [{"name": "api case", "intent": "oranges", "expect": expect},
+             {"name": "own now", "intent": "oranges", "now": "2027-01-01", "expect": expect}]
+    updated = demo.with_file("food/tests/oranges.yaml", cases, datetime(2026, 11, 15, tzinfo=UTC))
+    by_name = {case.name: case for case in updated.cases}
+    assert by_name["api case"].now == datetime(2026, 11, 15, tzinfo=UTC)
+    assert by_name["own now"].now == datetime(2027, 1, 1, tzinfo=UTC)
+
+
 # --- hashing and storage -----------------------------------------------------------------
 
 
