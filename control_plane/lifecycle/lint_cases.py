@@ -21,12 +21,11 @@ make today's result move. Pure: ``now`` is passed in.
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from control_plane.lifecycle.lint_facts import Finding, trigger_texts
+from control_plane.lifecycle.lint_facts import Finding, fold, trigger_texts
 from control_plane.policy import ActiveWindow, Policy
 
 DEFAULT_HORIZON = timedelta(days=365)
@@ -99,9 +98,7 @@ def window_moves(window: ActiveWindow, now: datetime, horizon: timedelta) -> str
 
 def words(text: str) -> tuple[str, ...]:
     """Folded words, plural ``s`` dropped: how both sides are compared."""
-    decomposed = unicodedata.normalize("NFKD", text)
-    folded = "".join(c for c in decomposed if not unicodedata.combining(c)).casefold()
-    return tuple(_singular(word) for word in _WORD.findall(folded))
+    return tuple(_singular(word) for word in _WORD.findall(fold(text)))
 
 
 def _singular(word: str) -> str:

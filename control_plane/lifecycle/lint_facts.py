@@ -104,13 +104,14 @@ def quoted(values: Iterable[Value]) -> str:
     return "[" + ", ".join(repr(v) if isinstance(v, str) else str(v).lower() for v in values) + "]"
 
 
-def _fold(text: str) -> str:
+def fold(text: str) -> str:
+    """Case and accents folded (what the analyzer's lowercase and ASCII folding at least do)."""
     decomposed = unicodedata.normalize("NFKD", text)
     return "".join(c for c in decomposed if not unicodedata.combining(c)).casefold()
 
 
 def folded_words(text: str) -> tuple[str, ...]:
-    return tuple(_fold(text).split())
+    return tuple(fold(text).split())
 
 
 def wordless(text: str) -> bool:
