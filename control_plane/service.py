@@ -103,11 +103,11 @@ class StageTiming:
 class Outcome:
     compiled: Compiled
     execution: Execution
+    now: datetime
+    """the instant the request was evaluated at"""
     latency_ms: Mapping[str, float] = field(default_factory=dict)
     stages: tuple[StageTiming, ...] = ()
     """percolate, purchases, compose, render.<tier>, tier.<tier>, in start order"""
-    now: datetime | None = None
-    """the instant the request was evaluated at"""
 
 
 class Catalog:

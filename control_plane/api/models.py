@@ -16,7 +16,7 @@ def _iso_only(value: Any) -> Any:
     return value
 
 
-Instant = Annotated[AwareDatetime, BeforeValidator(_iso_only)]
+RequestInstant = Annotated[AwareDatetime, BeforeValidator(_iso_only)]
 """An instant a request names: an ISO 8601 string with a zone (no bare numbers)."""
 
 
@@ -24,7 +24,7 @@ class SearchBody(SearchRequest):
     """``POST /v1/search`` and ``/v1/compile``: a search request, optionally previewed at
     another instant."""
 
-    now: Instant | None = Field(
+    now: RequestInstant | None = Field(
         default=None,
         description=(
             "Preview: evaluate the policies (active windows, purchase ages) at this instant"
@@ -47,7 +47,7 @@ class HitOut(BaseModel):
 class SearchResponse(BaseModel):
     request_id: str
     policy_set_version: str
-    now: datetime | None = Field(default=None, description="the instant the policies were evaluated at")
+    now: datetime = Field(description="the instant the policies were evaluated at")
     status: Literal["ok", "no_results"]
     tier: Literal["strict", "relaxed", "broad"] | None
     total: int

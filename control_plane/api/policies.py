@@ -16,7 +16,7 @@ from starlette.concurrency import run_in_threadpool
 
 from control_plane.api.auth import require
 from control_plane.api.errors import ApiError
-from control_plane.api.models import Instant
+from control_plane.api.models import RequestInstant
 from control_plane.errors import PolicyLoadError
 from control_plane.lifecycle.keys import Principal
 from control_plane.lifecycle.suite import SuiteLoadError
@@ -191,7 +191,7 @@ class TestsBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     file: str = Field(pattern=r"^[A-Za-z0-9_./-]{1,200}\.ya?ml$", description="e.g. food/tests/x.yaml")
-    now: Instant | None = Field(
+    now: RequestInstant | None = Field(
         default=None, description="the file's instant: cases that set no 'now' of their own run at it"
     )
     cases: list[dict[str, Any]] = Field(max_length=500)
@@ -213,7 +213,7 @@ async def put_tests(
 class TestRunBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    now: Instant | None = Field(
+    now: RequestInstant | None = Field(
         default=None,
         description=(
             "run the cases that pin no 'now' at this instant (default: now); pinned cases keep theirs"

@@ -282,11 +282,9 @@ class Recorder:
         fields = _outcome_fields(outcome, raw)
         if status is not None:
             fields["status"] = status
-        time = time or self.clock()
         record = DecisionRecord(
             request_id=request_id,
-            time=iso(time),
-            now=iso(now or time),
+            **self._instants(time, now),
             client=client,
             endpoint=endpoint,
             extraction=extraction,
@@ -327,11 +325,9 @@ class Recorder:
         else:
             fields = intent_fields(clean_intent(turn.intent) if turn.intent else None, raw)
         fields["status"] = "error" if error is not None else status
-        time = time or self.clock()
         record = DecisionRecord(
             request_id=request_id,
-            time=iso(time),
-            now=iso(now or time),
+            **self._instants(time, now),
             client=turn.client,
             endpoint=endpoint,
             session_id=pseudonym(turn.session_id, raw),
@@ -362,11 +358,9 @@ class Recorder:
         from control_plane.matcher import clean_intent
 
         raw = self.store_raw_intent
-        time = time or self.clock()
         record = DecisionRecord(
             request_id=request_id,
-            time=iso(time),
-            now=iso(now or time),
+            **self._instants(time, now),
             client=client,
             endpoint=endpoint,
             extraction=extraction,
@@ -384,6 +378,11 @@ class Recorder:
         data = record.model_dump(mode="json")
         self._write(data, ())
         return data
+
+    def _instants(self, time: datetime | None, now: datetime | None) -> dict[str, str]:
+        """A record's ``time`` (given, else the clock's) and ``now`` (given, else ``time``)."""
+        time = time or self.clock()
+        return {"time": iso(time), "now": iso(now or time)}
 
     def _write(self, data: dict[str, Any], stages: Any) -> None:
         self.decisions.append(data)

@@ -94,7 +94,6 @@ DEFAULT_FILE = f"{TESTS_DIR}/cases.yaml"
 """where :meth:`Suite.files` puts cases that have no file"""
 
 
-
 def _date_is_midnight(value: Any) -> Any:
     if isinstance(value, date) and not isinstance(value, datetime):
         return datetime.combine(value, time(0), UTC)
@@ -296,11 +295,8 @@ class Suite:
         cases that set none."""
         errors = _file_name_errors(name)
         added: list[TestCase] = []
-        if now is not None:
-            cases = [{**raw, "now": now} if isinstance(raw, Mapping) and "now" not in raw else raw
-                     for raw in cases]
         for index, raw in enumerate(cases):
-            case = _unlocated_case(raw, name, f"cases.{index}", errors)
+            case = _unlocated_case(_at_file_now(raw, now), name, f"cases.{index}", errors)
             if case is not None:
                 added.append(case)
         kept = [case for case in self.cases if case.file != name]
@@ -405,9 +401,7 @@ def _cases(source: Source, data: Any, errors: list[PolicyError]) -> list[tuple[T
     located = []
     file_now = _file_now(source, data, errors)
     for item_source, item, line in _items(source, data, errors):
-        if isinstance(item, dict) and "now" not in item and file_now is not None:
-            item = {**item, "now": file_now}
-        case = _case(item_source, item, line, errors)
+        case = _case(item_source, _at_file_now(item, file_now), line, errors)
         if case is not None:
             located.append((case, item_source))
     return located
@@ -417,6 +411,13 @@ FILE_KEYS = ("now", "cases")
 """what a test file's mapping form may hold"""
 
 _INSTANT: TypeAdapter[datetime] = TypeAdapter(Instant)
+
+
+def _at_file_now(raw: Any, file_now: datetime | None) -> Any:
+    """A case as written, with its file's ``now`` when it sets none of its own."""
+    if file_now is not None and isinstance(raw, Mapping) and "now" not in raw:
+        return {**raw, "now": file_now}
+    return raw
 
 
 def _file_now(source: Source, data: Any, errors: list[PolicyError]) -> datetime | None:
