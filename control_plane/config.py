@@ -84,8 +84,20 @@ class AuditSettings(Section):
     store_raw_intent: bool = True
     """False: records keep the intent's sha256 and a redacted form, never the text"""
     instance_id: str | None = None
-    """this writer's chain id (default: the host name); distinct per process"""
+    """this writer's chain id; default: ``<host>:<pid>:<random>``, a new chain per process.
+    When set, it must be distinct per process (a restarted writer resumes its chain)"""
     retry_buffer: int = Field(default=10_000, ge=1)
+    key_file: str = ".govsearch/audit.key"
+    """the HMAC key ring (``KEY_ID:SECRET`` lines; the last one seals); keep it away from the log"""
+    key: str | None = None
+    """one more key, ``KEY_ID:SECRET`` (e.g. from a secret manager): it seals when set"""
+    generate_key: bool = True
+    """no key anywhere: create ``key_file`` (0600) with a fresh key (demo); false: refuse to start"""
+    checkpoint_path: str | None = None
+    """the checkpoint file; default: ``checkpoints.jsonl`` beside the JSONL log, or the
+    index ``<index>-checkpoints`` with the engine sink"""
+    checkpoint_every_records: int = Field(default=100, ge=1)
+    checkpoint_every_s: float = Field(default=60.0, gt=0)
 
 
 class TelemetrySettings(Section):
@@ -125,6 +137,12 @@ ENV_OVERRIDES: dict[str, tuple[str, str]] = {
     "GOVSEARCH_AUDIT_PATH": ("audit", "path"),
     "GOVSEARCH_AUDIT_STORE_RAW_INTENT": ("audit", "store_raw_intent"),
     "GOVSEARCH_AUDIT_INSTANCE_ID": ("audit", "instance_id"),
+    "GOVSEARCH_AUDIT_KEY_FILE": ("audit", "key_file"),
+    "GOVSEARCH_AUDIT_KEY": ("audit", "key"),
+    "GOVSEARCH_AUDIT_GENERATE_KEY": ("audit", "generate_key"),
+    "GOVSEARCH_AUDIT_CHECKPOINT_PATH": ("audit", "checkpoint_path"),
+    "GOVSEARCH_AUDIT_CHECKPOINT_EVERY_RECORDS": ("audit", "checkpoint_every_records"),
+    "GOVSEARCH_AUDIT_CHECKPOINT_EVERY_S": ("audit", "checkpoint_every_s"),
     "GOVSEARCH_OTLP_ENDPOINT": ("telemetry", "otlp_endpoint"),
 }
 

@@ -8,8 +8,13 @@ Every writer (one process: ``audit.instance_id``) numbers its records ``0, 1, 2,
 
 Canonical JSON: sorted keys, no whitespace, UTF-8 as is (``record.canonical_json``).
 Editing a record changes its hash; deleting one leaves a sequence gap; moving one breaks
-the order. Truncating the tail is only visible against an anchor kept elsewhere: ``verify``
-prints each writer's head (last sequence and hash) to compare with.
+the order.
+
+With a key ring (``control_plane.audit.keys``) each record also names the key that seals it
+(``key_id``, inside the hashed content) and carries ``mac = HMAC-SHA-256(key, "govsearch-
+audit-record-v1\n" + hash)``: without the key nobody can recompute a record that verifies,
+so a forged, appended or re-chained record is found. Truncating the tail is found against
+the writer's checkpoints (``control_plane.audit.checkpoints``), kept in a second place.
 """
 
 from __future__ import annotations
@@ -18,14 +23,17 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
+from control_plane.audit.keys import KeyRing
 from control_plane.audit.record import canonical_json
 
 GENESIS = "0" * 64
+RECORD_MAC = "govsearch-audit-record-v1"
+"""the purpose a record's MAC is taken for (a checkpoint's MAC is another)"""
 
 
 def record_hash(record: dict[str, Any]) -> str:
-    """The hash a record must carry: over every key but ``hash`` itself."""
-    body = {key: value for key, value in record.items() if key != "hash"}
+    """The hash a record must carry: over every key but ``hash`` and ``mac``."""
+    body = {key: value for key, value in record.items() if key not in ("hash", "mac")}
     return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()
 
 
@@ -44,18 +52,24 @@ class Chain:
     ``seal`` does not move the head; ``advance`` does, once the sealed record is written,
     so a record a sink refused is sealed again (same sequence) when it is retried."""
 
-    def __init__(self, head: Head) -> None:
+    def __init__(self, head: Head, keys: KeyRing | None = None) -> None:
         self.head = head
+        self.keys = keys if keys else None
 
     def seal(self, record: dict[str, Any]) -> dict[str, Any]:
-        """The record with ``writer``, ``sequence``, ``prev_hash`` and ``hash`` set."""
+        """The record with ``writer``, ``sequence``, ``prev_hash`` and ``hash`` set (and
+        ``key_id`` and ``mac`` with a key ring)."""
         sealed = {
             **record,
             "writer": self.head.writer,
             "sequence": self.head.sequence,
             "prev_hash": self.head.prev_hash,
         }
+        if self.keys is not None and self.keys.signing is not None:
+            sealed["key_id"] = self.keys.signing
         sealed["hash"] = record_hash(sealed)
+        if self.keys is not None and self.keys.signing is not None:
+            sealed["mac"] = self.keys.mac(self.keys.signing, RECORD_MAC, sealed["hash"])
         return sealed
 
     def advance(self, sealed: dict[str, Any]) -> None:

@@ -34,36 +34,102 @@ def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _verify_keys(args: argparse.Namespace, settings: Settings) -> Any:
+    """The key ring to check MACs with: ``--key-file`` files, else the configured ring
+    (``audit.key_file`` when it exists, ``audit.key``); None with ``--no-key`` or no key."""
+    from control_plane.audit.keys import AuditKeyError, KeyRing, load_key_ring, read_key_file
+
+    try:
+        if args.no_key:
+            return None
+        if args.key_file:
+            ring = KeyRing()
+            for file in args.key_file:
+                ring = ring.merged(read_key_file(file))
+            return ring
+        audit = settings.audit
+        if not Path(audit.key_file).is_file() and not audit.key:
+            return None
+        return load_key_ring(audit.key_file, audit.key, generate=False)
+    except AuditKeyError as error:
+        raise CliError(str(error)) from error
+
+
 def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
+    from control_plane.audit.checkpoints import CheckpointStore, FileCheckpoints, checkpoint_store
     from control_plane.audit.sinks import EngineSink, JsonlSink
     from control_plane.audit.verify import verify_lines
 
+    keys = _verify_keys(args, settings)
     lines: Iterable[tuple[int, str]]
+    store: CheckpointStore
+    events = args.log == "events"
     if args.engine or (settings.audit.sink == "engine" and not args.sink):
-        sink = EngineSink(connect_engine(settings), args.index or settings.audit.index)
+        engine = connect_engine(settings)
+        index = args.index or settings.audit.index
+        sink = EngineSink(engine, index + "-events" if events and not args.index else index)
         if not sink.engine.index_exists(sink.index):
             raise CliError(f"no audit index at {sink.describe()}")
         # documents in (writer, sequence) order, numbered from 1: the "line" of a break
         lines = ((n, json.dumps(r)) for n, r in enumerate(sink.scan(), start=1))
         where, unit = sink.describe(), "record"
+        engine_audit = settings.audit.model_copy(update={"sink": "engine", "index": index})
+        store = checkpoint_store(engine_audit, engine)
     else:
-        path = Path(args.sink or settings.audit.path)
+        configured = Path(settings.audit.path)
+        default = configured.with_name("events.jsonl") if events else configured
+        path = Path(args.sink) if args.sink else default
         if not path.is_file():
             raise CliError(f"no audit log at {path}")
         lines, where, unit = JsonlSink(path).lines(), str(path), "line"
-    report = verify_lines(lines)
+        store = (
+            FileCheckpoints(settings.audit.checkpoint_path)
+            if settings.audit.checkpoint_path
+            else FileCheckpoints(path.with_name("checkpoints.jsonl"))
+        )
+    if args.checkpoints:
+        store = FileCheckpoints(args.checkpoints)
+    checkpoints = list(store.scan()) if store.exists() else None
+    report = verify_lines(lines, keys=keys, checkpoints=checkpoints, log=args.log)
     if args.json:
-        print_json(report.as_json())
-    elif report.broken is None:
+        print_json({**report.as_json(), "log": where, "checkpoint_store": store.describe()})
+        return report.exit_code()
+    if report.broken is None:
         print(f"OK: {report.records} records in {where}")
-        for writer, (sequence, digest) in sorted(report.heads.items()):
-            print(f"  head {writer}: sequence {sequence} hash {digest}")
     else:
-        b = report.broken
-        where_broken = f"{unit} {b.line} (request {b.request_id}, writer {b.writer})"
-        print(f"BROKEN at {where_broken}: {b.problem}: {b.detail}")
+        for b in report.problems[:20]:
+            if b.line is None:
+                print(f"BROKEN: {b.problem}: {b.detail}")
+            else:
+                print(f"BROKEN at {unit} {b.line} (request {b.request_id}, writer {b.writer}): "
+                      f"{b.problem}: {b.detail}")
         print(f"  {report.records} records verified before it")
-    return 0 if report.ok else 2
+    if keys is None:
+        print("  MACs NOT checked (no key): a forged or re-chained record cannot be told apart")
+    else:
+        print(f"  MACs checked with key(s) {', '.join(sorted(keys.keys))}")
+    if checkpoints is None:
+        print(f"  no checkpoints at {store.describe()}: a cut tail cannot be found")
+    else:
+        print(f"  checkpoints: {store.describe()}")
+    for writer, seen in sorted(report.writers.items()):
+        span = f"seq {seen.first}..{seen.last}" if seen.records else "no records"
+        if seen.checkpoint_status == "ok":
+            anchor = f"checkpoint at seq {seen.checkpoint} ({seen.checkpoint_reason}) ok"
+            if seen.after_checkpoint:
+                anchor += f", {seen.after_checkpoint} record(s) after it"
+        elif seen.checkpoint_status == "missing":
+            anchor = "NO CHECKPOINT"
+        elif seen.checkpoint_status == "unchecked":
+            anchor = "checkpoint not checked"
+        else:
+            anchor = f"checkpoint at seq {seen.checkpoint}: {seen.checkpoint_status.upper()}"
+        print(f"  writer {writer}: {seen.records} records, {span}, {anchor}")
+    for writer, (sequence, digest) in sorted(report.heads.items()):
+        print(f"  head {writer}: sequence {sequence} hash {digest}")
+    if report.ok and not report.complete:
+        print("INCOMPLETE: no break found, but not everything is vouched for (exit code 3)")
+    return report.exit_code()
 
 
 def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
@@ -100,10 +166,26 @@ def add_audit_commands(commands: Any) -> None:
     show = actions.add_parser("show", help="print the decision record of a request")
     show.add_argument("request_id")
     show.set_defaults(run=cmd_show)
-    verify = actions.add_parser("verify", help="check the hash chain; report the first broken record")
+    verify = actions.add_parser(
+        "verify",
+        help="check the chain, the MACs and the checkpoints; list the writers",
+        description="Exit codes: 0 every record verified with the key and every writer matches a"
+        " checkpoint; 2 broken (tampered, torn, truncated); 3 no break found but not everything"
+        " vouched for (no key, no checkpoints, or a writer without one); 1 no log or unusable key.",
+    )
     verify.add_argument("--sink", help="a JSONL audit file (default: configuration)")
     verify.add_argument("--engine", action="store_true", help="verify the engine audit index instead")
     verify.add_argument("--index", help="audit index (default: configuration)")
+    verify.add_argument("--log", choices=["decisions", "events"], default="decisions",
+                        help="which log: decision records (default) or outcome events")
+    verify.add_argument("--key-file", action="append", metavar="FILE",
+                        help="a key ring file (KEY_ID:SECRET lines); repeatable"
+                        " (default: audit.key_file and audit.key)")
+    verify.add_argument("--no-key", action="store_true",
+                        help="do not check MACs (what anyone without the key can still check)")
+    verify.add_argument("--checkpoints", metavar="FILE",
+                        help="a checkpoint file (default: audit.checkpoint_path, checkpoints.jsonl"
+                        " beside the log, or the <index>-checkpoints index)")
     verify.add_argument("--json", action="store_true")
     verify.set_defaults(run=cmd_verify)
     replay = actions.add_parser("replay", help="re-run a recorded intent; diff the plans")

@@ -6,6 +6,9 @@ buffer (oldest first) and is retried, in order, before the next one is written; 
 failure is counted (``govsearch_audit_sink_failures``), logged, and reported by
 ``/readyz`` until the buffer is empty. Only when the buffer is full is the oldest record
 given up, and that is counted (``govsearch_audit_dropped_records``) and logged as an error.
+
+Each log also checkpoints its writer's head (``control_plane.audit.checkpoints``) every N
+records or T seconds and on ``close`` (the API's shutdown, the CLI's exit).
 """
 
 from __future__ import annotations
@@ -13,17 +16,22 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import os
+import secrets
 import socket
 import threading
+import time as monotonic_time
 import uuid
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from control_plane.audit.chain import Chain, Head
+from control_plane.audit.checkpoints import CheckpointStore, checkpoint_store, seal_checkpoint
+from control_plane.audit.keys import AuditKeyError, KeyRing, load_key_ring
 from control_plane.audit.metrics import Metrics
 from control_plane.audit.record import (
     AnswerOut,
@@ -112,19 +120,58 @@ def _outcome_fields(outcome: Outcome, raw: bool) -> dict[str, Any]:
     }
 
 
-class ChainedLog:
-    """One sink, one writer's chain, one retry buffer."""
+def default_writer_id() -> str:
+    """``<host>:<pid>:<random>``: a new chain for every process, so workers on one host
+    appending to one log never share a chain."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
 
-    def __init__(self, sink: Sink, writer: str, metrics: Metrics, capacity: int) -> None:
+
+@dataclass(frozen=True)
+class Checkpointing:
+    """Where and how often a log checkpoints its writer's head."""
+
+    store: CheckpointStore
+    every_records: int = 100
+    every_s: float = 60.0
+    clock: Clock | None = None
+    """the checkpoint's ``time`` (None: no time field)"""
+    monotonic: Callable[[], float] = monotonic_time.monotonic
+
+
+class ChainedLog:
+    """One sink, one writer's chain, one retry buffer (and its checkpoints)."""
+
+    def __init__(
+        self,
+        sink: Sink,
+        writer: str,
+        metrics: Metrics,
+        capacity: int,
+        *,
+        name: str = "decisions",
+        keys: Callable[[], KeyRing | None] = lambda: None,
+        checkpointing: Checkpointing | None = None,
+        fresh: bool = False,
+    ) -> None:
         self.sink = sink
         self.writer = writer
         self.metrics = metrics
+        self.name = name
+        """the log's name in its checkpoints (``decisions`` or ``events``)"""
+        self._keys = keys
+        self._checkpointing = checkpointing
+        self._fresh = fresh
+        """a writer id made for this process: its chain starts at 0, no need to look it up"""
         self._chain: Chain | None = None
         self._pending: deque[dict[str, Any]] = deque()
         self._capacity = capacity
         self._lock = threading.Lock()
         self.last_error: str | None = None
         self.dropped = 0
+        self.checkpoint_error: str | None = None
+        self._checkpointed: tuple[int, str] | None = None
+        self._since_checkpoint = 0
+        self._checkpoint_at = checkpointing.monotonic() if checkpointing else 0.0
 
     def append(self, record: dict[str, Any]) -> dict[str, Any] | None:
         """Seal and write ``record`` after any buffered ones; the sealed record, or None when
@@ -150,14 +197,17 @@ class ChainedLog:
         try:
             while self._pending:
                 if self._chain is None:
-                    self._chain = Chain(self.sink.head(self.writer) or Head(self.writer))
+                    head = None if self._fresh else self.sink.head(self.writer)
+                    self._chain = Chain(head or Head(self.writer), self._keys())
                 sealed = self._chain.seal(self._pending[0])
                 self.sink.write(sealed)
                 self._chain.advance(sealed)
                 self._pending.popleft()
+                self._since_checkpoint += 1
                 written.append(sealed)
             self.last_error = None
-        except (SinkError, EngineError, OSError) as error:
+            self._checkpoint_if_due()
+        except (SinkError, EngineError, OSError, AuditKeyError) as error:
             self.last_error = str(error)
             self.metrics.sink_failures.labels(self.sink.name).inc()
             log.warning(
@@ -167,6 +217,50 @@ class ChainedLog:
                 error,
             )
         return written
+
+    def _checkpoint_if_due(self) -> None:
+        cp = self._checkpointing
+        if cp is None or not self._since_checkpoint:
+            return
+        if self._since_checkpoint >= cp.every_records or cp.monotonic() - self._checkpoint_at >= cp.every_s:
+            self._checkpoint("interval")
+
+    def _checkpoint(self, reason: str) -> None:
+        """Write the head (last sequence and hash) to the checkpoint store, unless it is
+        already there. A failure is logged and reported by ``status``, never raised."""
+        cp = self._checkpointing
+        if cp is None or self._chain is None or self._chain.head.sequence == 0:
+            return
+        head = (self._chain.head.sequence - 1, self._chain.head.prev_hash)
+        if head == self._checkpointed:
+            return
+        checkpoint: dict[str, Any] = {
+            "kind": "checkpoint",
+            "log": self.name,
+            "writer": self.writer,
+            "sequence": head[0],
+            "hash": head[1],
+            "reason": reason,
+        }
+        if cp.clock is not None:
+            checkpoint["time"] = iso(cp.clock())
+        try:
+            cp.store.write(seal_checkpoint(checkpoint, self._chain.keys))
+        except (SinkError, EngineError, OSError) as error:
+            self.checkpoint_error = f"checkpoints to {cp.store.describe()} failing: {error}"
+            log.warning("audit %s", self.checkpoint_error)
+            return
+        self.checkpoint_error = None
+        self._checkpointed = head
+        self._since_checkpoint = 0
+        self._checkpoint_at = cp.monotonic()
+
+    def checkpoint(self, reason: str = "interval", *, due_only: bool = False) -> None:
+        with self._lock:
+            if due_only:
+                self._checkpoint_if_due()
+            else:
+                self._checkpoint(reason)
 
     def buffered_total(self) -> int:
         return len(self._pending)
@@ -203,17 +297,54 @@ class Recorder:
         store_raw_intent: bool = True,
         retry_buffer: int = 10_000,
         telemetry: Telemetry | None = None,
+        keys: KeyRing | Callable[[], KeyRing] | None = None,
+        checkpoints: CheckpointStore | None = None,
+        checkpoint_every_records: int = 100,
+        checkpoint_every_s: float = 60.0,
+        monotonic: Callable[[], float] = monotonic_time.monotonic,
         clock: Clock,
     ) -> None:
-        self.writer = instance_id or socket.gethostname()
+        """``keys``: the ring that seals records and checkpoints (or a function that loads
+        it, called on the first write or ``open``); None: hash chain only, no MAC.
+        ``checkpoints``: where the writer's heads go (None: no checkpoints)."""
+        self.writer = instance_id or default_writer_id()
         self.store_raw_intent = store_raw_intent
         self.metrics = Metrics()
         self.telemetry = telemetry or Telemetry.off()
         self.clock = clock
         """when a record is written (its ``time``); the instant policies were evaluated at
         is the request's own ``now``, passed in"""
-        self.decisions = ChainedLog(decisions, self.writer, self.metrics, retry_buffer)
-        self.events = ChainedLog(events, self.writer, self.metrics, retry_buffer)
+        self._key_source = keys
+        self._key_ring: KeyRing | None = keys if isinstance(keys, KeyRing) else None
+        self._key_lock = threading.Lock()
+        checkpointing = (
+            Checkpointing(checkpoints, checkpoint_every_records, checkpoint_every_s, clock, monotonic)
+            if checkpoints is not None
+            else None
+        )
+        options: dict[str, Any] = {
+            "keys": self.keys, "checkpointing": checkpointing, "fresh": instance_id is None
+        }
+        self.decisions = ChainedLog(decisions, self.writer, self.metrics, retry_buffer, name="decisions",
+                                    **options)
+        self.events = ChainedLog(events, self.writer, self.metrics, retry_buffer, name="events", **options)
+
+    def keys(self) -> KeyRing | None:
+        """The key ring, loaded once (``AuditKeyError`` when it cannot be)."""
+        with self._key_lock:
+            if self._key_ring is None and callable(self._key_source):
+                self._key_ring = self._key_source()
+            return self._key_ring
+
+    def open(self) -> None:
+        """Load the key ring now (the API does at start: a missing key stops it there)."""
+        self.keys()
+
+    def close(self) -> None:
+        """Retry buffered records, then checkpoint both logs (shutdown)."""
+        for chained in (self.decisions, self.events):
+            chained.retry()
+            chained.checkpoint("shutdown")
 
     @classmethod
     def from_settings(cls, settings: Settings, engine: Engine | None, *, clock: Clock) -> Recorder:
@@ -234,6 +365,10 @@ class Recorder:
             store_raw_intent=audit.store_raw_intent,
             retry_buffer=audit.retry_buffer,
             telemetry=Telemetry.from_settings(settings.telemetry),
+            keys=lambda: load_key_ring(audit.key_file, audit.key, generate=audit.generate_key),
+            checkpoints=checkpoint_store(audit, engine),
+            checkpoint_every_records=audit.checkpoint_every_records,
+            checkpoint_every_s=audit.checkpoint_every_s,
             clock=clock,
         )
 
@@ -424,6 +559,9 @@ class Recorder:
         problems = []
         for name, chained in (("decisions", self.decisions), ("events", self.events)):
             chained.retry()
+            chained.checkpoint(due_only=True)
+            if chained.checkpoint_error:
+                problems.append(f"{name}: {chained.checkpoint_error}")
             if chained.buffered_total():
                 problems.append(
                     f"{name} sink {chained.sink.describe()} failing,"

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any, Literal
 
@@ -63,9 +64,19 @@ def install(app: FastAPI, service: SearchService, clock: Clock) -> Recorder:
     """Create (or reuse ``service.recorder``) the recorder, add the routes and the middleware
     that records requests refused before the handler ran (413, 422)."""
     recorder = service.recorder or Recorder.from_settings(service.settings, service.engine, clock=clock)
+    recorder.open()  # the audit key: a missing one stops the app here, not at the first record
     service.recorder = recorder
     recorder.watch(service)
     app.state.recorder = recorder
+    inner = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(app_: Any) -> AsyncIterator[Any]:
+        async with inner(app_) as state:
+            yield state
+        await run_in_threadpool(recorder.close)  # shutdown: the writer's last checkpoints
+
+    app.router.lifespan_context = lifespan
     app.include_router(router)
     app.include_router(audit_router, dependencies=[Depends(require("auditor"))])
     app.include_router(

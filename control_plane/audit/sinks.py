@@ -6,6 +6,7 @@ recorder buffers and reports). Reads serve the audit API and ``verify``.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from collections.abc import Iterator
@@ -66,7 +67,12 @@ class Sink(Protocol):
 
 
 class JsonlSink:
-    """Append one canonical JSON line per record; flush and fsync before returning."""
+    """Append one canonical JSON line per record; fsync before returning.
+
+    Several processes may append to one file: each record is one ``write`` on an
+    ``O_APPEND`` descriptor under an exclusive ``flock``, so lines never interleave; a
+    torn last line (a writer killed mid-write) is closed with a newline first, so the
+    next record starts a line of its own."""
 
     name = "jsonl"
 
@@ -77,13 +83,24 @@ class JsonlSink:
         return str(self.path)
 
     def write(self, record: dict[str, Any]) -> None:
-        line = canonical_json(record) + "\n"
+        line = (canonical_json(record) + "\n").encode("utf-8")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a", encoding="utf-8") as file:
-                file.write(line)
-                file.flush()
-                os.fsync(file.fileno())
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o640)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                try:
+                    size = os.fstat(fd).st_size
+                    if size and os.pread(fd, 1, size - 1) != b"\n":
+                        line = b"\n" + line  # a torn line before us stays torn, alone
+                    written = os.write(fd, line)
+                    while written < len(line):  # a short write (rare): finish it under the lock
+                        written += os.write(fd, line[written:])
+                finally:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         except OSError as error:
             raise SinkError(f"cannot append to {self.path}: {error}") from error
 

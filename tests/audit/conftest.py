@@ -9,6 +9,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from control_plane.api import create_app
+from control_plane.audit.checkpoints import FileCheckpoints
+from control_plane.audit.keys import KeyRing, read_key_file
 from control_plane.audit.recorder import Recorder
 from control_plane.audit.sinks import JsonlSink
 from control_plane.audit.telemetry import Telemetry
@@ -22,13 +24,33 @@ from tests.e2e.conftest import ready, service, settings  # noqa: F401
 MakeClient = Callable[..., tuple[TestClient, Recorder]]
 
 
+TEST_KEY = "test-1:" + "s" * 40
+"""a test key ring line: KEY_ID:SECRET"""
+
+
+def write_keys(directory: Path, *lines: str) -> tuple[Path, KeyRing]:
+    """A key file in ``directory`` (``audit.key`` there) with ``lines`` (default: TEST_KEY)."""
+    file = directory / "audit.key"
+    file.write_text("".join(f"{line}\n" for line in lines or (TEST_KEY,)))
+    return file, read_key_file(file)
+
+
 def jsonl_recorder(directory: Path, **options: object) -> Recorder:
+    """A recorder writing ``decisions.jsonl``/``events.jsonl`` in ``directory``, sealed with
+    the key of ``directory/audit.key`` (created with TEST_KEY), checkpoints beside the log."""
+    key_file = directory / "audit.key"
+    keys = read_key_file(key_file) if key_file.is_file() else write_keys(directory)[1]
+    settings: dict[str, object] = {
+        "instance_id": "test-writer",
+        "keys": keys,
+        "checkpoints": FileCheckpoints(directory / "checkpoints.jsonl"),
+        **options,
+    }
     return Recorder(
         JsonlSink(directory / "decisions.jsonl"),
         JsonlSink(directory / "events.jsonl"),
-        instance_id="test-writer",
         clock=FIXED_CLOCK,
-        **options,  # type: ignore[arg-type]
+        **settings,  # type: ignore[arg-type]
     )
 
 

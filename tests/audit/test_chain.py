@@ -20,6 +20,7 @@ def _write(tmp_path: Path, count: int = 5) -> Path:
     recorder = jsonl_recorder(tmp_path)
     for n in range(count):
         recorder.failure(f"req-{n}", ErrorOut(code="engine_unavailable", message="down", status=503))
+    recorder.close()  # its shutdown checkpoint
     return tmp_path / "decisions.jsonl"
 
 
@@ -97,12 +98,15 @@ def test_a_forged_record_with_its_own_hash_is_found(tmp_path: Path) -> None:
 
 def test_cli_verify(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _write(tmp_path)
-    assert main(["audit", "verify", "--sink", str(path)]) == 0
-    assert "OK: 5 records" in capsys.readouterr().out
+    key = ["--key-file", str(tmp_path / "audit.key")]
+    assert main(["audit", "verify", "--sink", str(path), *key]) == 0
+    out = capsys.readouterr().out
+    assert "OK: 5 records" in out
+    assert "writer test-writer: 5 records, seq 0..4, checkpoint at seq 4 (shutdown) ok" in out
     lines = _lines(path)
     del lines[3]
     path.write_text("".join(lines))
-    assert main(["audit", "verify", "--sink", str(path)]) == 2
+    assert main(["audit", "verify", "--sink", str(path), *key]) == 2
     out = capsys.readouterr().out
     assert "BROKEN at line 4 (request req-4" in out and "deleted" in out
 

@@ -19,6 +19,7 @@ from fastapi.testclient import TestClient
 from agent_gateway.gateway import AgentGateway
 from control_plane.api import create_app
 from control_plane.audit.chain import record_hash
+from control_plane.audit.checkpoints import EngineCheckpoints
 from control_plane.audit.recorder import Recorder
 from control_plane.audit.sinks import EngineSink
 from control_plane.audit.verify import verify_lines
@@ -27,6 +28,7 @@ from control_plane.cli import main
 from control_plane.config import Settings
 from control_plane.engine import Engine
 from control_plane.service import SearchService
+from tests.audit.conftest import write_keys
 from tests.clocks import FIXED_CLOCK
 
 
@@ -35,6 +37,7 @@ class EngineAudit:
     client: TestClient
     sink: EngineSink
     config: Path
+    recorder: Recorder
 
     def records(self) -> list[dict[str, Any]]:
         return list(self.sink.scan())
@@ -51,22 +54,26 @@ def engine_audit(
     index = f"gstest-audit-{uuid.uuid4().hex[:10]}"
     sink = EngineSink(engine, index)
     events = EngineSink(engine, index + "-events")
-    recorder = Recorder(sink, events, instance_id="engine-writer", clock=FIXED_CLOCK)
+    key_file, keys = write_keys(tmp_path)
+    checkpoints = EngineCheckpoints(engine, index + "-checkpoints")
+    recorder = Recorder(
+        sink, events, instance_id="engine-writer", keys=keys, checkpoints=checkpoints, clock=FIXED_CLOCK
+    )
     service = SearchService(settings, engine, profile_of(settings), recorder=recorder)
     app = create_app(service, clock=FIXED_CLOCK)
     app.state.agent_gateway = AgentGateway(service, clock=FIXED_CLOCK)  # rules extraction
     config = tmp_path / "govsearch.yaml"
     config.write_text(yaml.safe_dump({
         "engine": {"url": engine_url, "timeout_s": 30},
-        "audit": {"sink": "engine", "index": index, "instance_id": "cli-reader"},
+        "audit": {"sink": "engine", "index": index, "instance_id": "cli-reader", "key_file": str(key_file)},
     }))
     client = TestClient(app, raise_server_exceptions=False)
     try:
-        yield EngineAudit(client, sink, config)
+        yield EngineAudit(client, sink, config, recorder)
     finally:
         client.close()
         service.close()
-        for name in (index, index + "-events"):
+        for name in (index, index + "-events", index + "-checkpoints"):
             if engine.index_exists(name):
                 engine.delete_index(name)
 
@@ -105,6 +112,7 @@ def test_engine_sink_records_chain_and_verify(
     assert all(record_hash(r) == r["hash"] for r in records)
     assert all(after["prev_hash"] == before["hash"] for before, after in itertools.pairwise(records))
 
+    engine_audit.recorder.close()  # the shutdown checkpoint, into <index>-checkpoints
     code, out = engine_audit.cli(capsys, "verify")  # audit.sink: engine in the configuration
     assert code == 0 and out.startswith(f"OK: 5 records in {engine_audit.sink.describe()}")
     assert f"head engine-writer: sequence 4 hash {records[-1]['hash']}" in out
@@ -121,6 +129,7 @@ def test_a_tampered_engine_record_is_found_at_that_record(
     engine_audit: EngineAudit, engine: Engine, capsys: pytest.CaptureFixture[str]
 ) -> None:
     ids = _fill(engine_audit)
+    engine_audit.recorder.close()
     index = engine_audit.sink.index
     doc_id = "engine-writer:2"
     stored = engine.get_document(index, doc_id)
