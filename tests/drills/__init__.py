@@ -1,0 +1,1 @@
+"""Drills: the guarantees attacked with real parts (marked ``drill``; ``pytest -m drill``)."""

@@ -1,0 +1,20 @@
+"""Drill figures: ``record(name, figures)`` writes ``bench/results/drills/<name>.json`` when
+``GOVSEARCH_DRILL_RESULTS`` is set; otherwise nothing is written (the drill still asserts)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results" / "drills"
+
+
+def record(name: str, figures: dict[str, Any]) -> Path | None:
+    if not os.environ.get("GOVSEARCH_DRILL_RESULTS"):
+        return None
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps(figures, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return path
