@@ -40,7 +40,7 @@ def jsonl_recorder(directory: Path, **options: object) -> Recorder:
     the key of ``directory/audit.key`` (created with TEST_KEY), checkpoints beside the log."""
     key_file = directory / "audit.key"
     keys = read_key_file(key_file) if key_file.is_file() else write_keys(directory)[1]
-    settings: dict[str, object] = {
+    chained: dict[str, object] = {
         "instance_id": "test-writer",
         "keys": keys,
         "checkpoints": FileCheckpoints(directory / "checkpoints.jsonl"),
@@ -50,7 +50,7 @@ def jsonl_recorder(directory: Path, **options: object) -> Recorder:
         JsonlSink(directory / "decisions.jsonl"),
         JsonlSink(directory / "events.jsonl"),
         clock=FIXED_CLOCK,
-        **settings,  # type: ignore[arg-type]
+        **chained,  # type: ignore[arg-type]
     )
 
 
