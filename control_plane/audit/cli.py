@@ -1,6 +1,9 @@
-"""``govsearch audit show REQUEST_ID | verify [--sink FILE | --engine [--index I]] | replay REQUEST_ID
-[--version V]``. ``show`` and ``replay`` read the configured sink (``audit.sink``); ``verify``
-reads the configured sink too, unless ``--sink`` or ``--engine`` says otherwise."""
+"""``govsearch audit show REQUEST_ID | verify [--sink FILE | --engine [--index I]] [--log L]
+[--key-file F ...] [--no-key] [--checkpoints F] | replay REQUEST_ID [--version V]``. ``show`` and
+``replay`` read the configured sink (``audit.sink``); ``verify`` reads the configured sink too,
+unless ``--sink`` or ``--engine`` says otherwise, with the configured key ring and checkpoints.
+``verify`` exits 0 (all vouched for), 2 (broken), 3 (unvouched: no key, no checkpoints, a
+writer without one) or 1 (no log, unusable key)."""
 
 from __future__ import annotations
 

@@ -176,3 +176,17 @@ def test_cli_show_and_replay_read_the_engine_sink(
         assert result["original"]["policy_set_version"] == result["replayed"]["policy_set_version"]
     code, out = engine_audit.cli(capsys, "replay", search_id)
     assert code == 0 and "(reproduced: True)" in out and "identical plans" in out
+
+
+def test_a_cut_engine_tail_is_found_against_the_checkpoint_index(
+    engine_audit: EngineAudit, engine: Engine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _fill(engine_audit)
+    engine_audit.recorder.close()
+    index = engine_audit.sink.index
+    checkpoints = list(EngineCheckpoints(engine, index + "-checkpoints").scan())
+    assert [(c["log"], c["sequence"], c["reason"]) for c in checkpoints] == [("decisions", 4, "shutdown")]
+    engine.request("DELETE", f"/{index}/_doc/engine-writer%3A4", params={"refresh": "true"})
+    code, out = engine_audit.cli(capsys, "verify")
+    assert code == 2
+    assert "BROKEN: truncated: writer engine-writer: checkpoint at seq 4 but the log ends at seq 3" in out
