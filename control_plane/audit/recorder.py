@@ -120,6 +120,10 @@ def _outcome_fields(outcome: Outcome, raw: bool) -> dict[str, Any]:
     }
 
 
+RETRY_CHECKPOINT_S = 5.0
+"""how long a failed checkpoint waits before the next interval try (shutdown always tries)"""
+
+
 def default_writer_id() -> str:
     """``<host>:<pid>:<random>``: a new chain for every process, so workers on one host
     appending to one log never share a chain."""
@@ -172,6 +176,8 @@ class ChainedLog:
         self._checkpointed: tuple[int, str] | None = None
         self._since_checkpoint = 0
         self._checkpoint_at = checkpointing.monotonic() if checkpointing else 0.0
+        self._checkpoint_retry_at = 0.0
+        """after a failed checkpoint, no interval checkpoint is tried before this instant"""
 
     def append(self, record: dict[str, Any]) -> dict[str, Any] | None:
         """Seal and write ``record`` after any buffered ones; the sealed record, or None when
@@ -222,7 +228,10 @@ class ChainedLog:
         cp = self._checkpointing
         if cp is None or not self._since_checkpoint:
             return
-        if self._since_checkpoint >= cp.every_records or cp.monotonic() - self._checkpoint_at >= cp.every_s:
+        moment = cp.monotonic()
+        if moment < self._checkpoint_retry_at:  # a failing store is not retried on every record
+            return
+        if self._since_checkpoint >= cp.every_records or moment - self._checkpoint_at >= cp.every_s:
             self._checkpoint("interval")
 
     def _checkpoint(self, reason: str) -> None:
@@ -249,6 +258,7 @@ class ChainedLog:
         except (SinkError, EngineError, OSError) as error:
             self.checkpoint_error = f"checkpoints to {cp.store.describe()} failing: {error}"
             log.warning("audit %s", self.checkpoint_error)
+            self._checkpoint_retry_at = cp.monotonic() + min(cp.every_s, RETRY_CHECKPOINT_S)
             return
         self.checkpoint_error = None
         self._checkpointed = head

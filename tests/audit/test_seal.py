@@ -158,14 +158,34 @@ def test_checkpoints_every_t_seconds_on_the_monotonic_clock(tmp_path: Path) -> N
     assert [c["sequence"] for c in _checkpoints(tmp_path)] == [0, 3]
 
 
-def test_a_failing_checkpoint_store_is_reported_and_loses_no_record(tmp_path: Path) -> None:
+class _FlakyCheckpoints(FileCheckpoints):
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.failing, self.tries = True, 0
+
+    def write(self, checkpoint: dict[str, Any]) -> None:
+        self.tries += 1
+        if self.failing:
+            raise OSError("checkpoint volume gone")
+        super().write(checkpoint)
+
+
+def test_a_failing_checkpoint_store_is_reported_retried_later_and_loses_no_record(tmp_path: Path) -> None:
+    now = [0.0]
+    store = _FlakyCheckpoints(tmp_path / "checkpoints.jsonl")
     recorder = Recorder(
         JsonlSink(tmp_path / "decisions.jsonl"), JsonlSink(tmp_path / "events.jsonl"),
-        checkpoints=FileCheckpoints(tmp_path), checkpoint_every_records=1, clock=FIXED_CLOCK,  # a directory
+        checkpoints=store, checkpoint_every_records=1, monotonic=lambda: now[0], clock=FIXED_CLOCK,
     )
     recorder.failure("req-0", ERROR)
-    assert recorder.find("req-0") is not None
-    assert "decisions: checkpoints to" in recorder.status() and "failing" in recorder.status()
+    recorder.failure("req-1", ERROR)  # not retried on every record
+    assert recorder.find("req-1") is not None and store.tries == 1
+    assert "decisions: checkpoints to" in recorder.status() and "volume gone" in recorder.status()
+    store.failing = False
+    now[0] += 5
+    recorder.failure("req-2", ERROR)
+    assert store.tries == 2 and recorder.status() == "ok"
+    assert [c["sequence"] for c in _checkpoints(tmp_path)] == [2]
 
 
 # --- writers ---------------------------------------------------------------------------
