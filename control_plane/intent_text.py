@@ -15,14 +15,15 @@ compiled into percolator queries, so both sides of a match went through the same
    and fillers that are not Cf (variation selectors, the combining grapheme joiner,
    Hangul fillers). They are removed, not turned into spaces: ``pea\\u200bnuts`` is
    ``peanuts`` on screen, so it is ``peanuts`` here;
-3. **mixed-script words mapped to Latin look-alikes**: a word (a run of letters and
-   marks) whose letters come from more than one script -- beyond what TR39's *highly
-   restrictive* level allows (Latin with Han, Hiragana, Katakana, Bopomofo or Hangul) --
-   has each letter of another script that the Unicode TR39 confusables data
-   (``confusable-homoglyphs``) lists as a look-alike of a Latin letter replaced by that
-   letter: ``w\u0456thout`` (a Cyrillic ``i``) is ``without``, ``arachid\u0435`` (a Cyrillic
-   ``e``) is ``arachide``. A word written in a single script (French ``thé``, Russian ``чай``, Greek
-   ``τσάι``) is kept as it is: nothing a real word spells is rewritten;
+3. **mixed-script words mapped to Latin look-alikes**: a word (letters, digits and marks,
+   with inner apostrophes and full stops, as the engine's tokenizer reads one) whose
+   letters come from more than one script -- beyond what TR39's *highly restrictive* level
+   allows (Latin with Han, Hiragana, Katakana, Bopomofo or Hangul) -- has each letter of
+   another script that the Unicode TR39 confusables data (``confusable-homoglyphs``) lists
+   as a look-alike of a Latin letter replaced by that letter: ``w\u0456thout`` (a Cyrillic
+   ``i``) is ``without``, ``arachid\u0435`` (a Cyrillic ``e``) is ``arachide``. A word
+   written in a single script (French ``thé``, Russian ``чай``, Greek ``τσάι``) is kept as
+   it is: nothing a real word spells is rewritten;
 4. NFKC again (a mapped letter may compose with a following accent), then white space
    collapsed and the ends trimmed.
 
@@ -105,8 +106,11 @@ def _visible(char: str) -> str:
 
 # --- mixed-script words ------------------------------------------------------------
 
-#: a word: letters and combining marks (digits, punctuation and spaces separate words)
-_WORD = re.compile(r"(?:[^\W\d_]|[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f])+")
+#: a word, as the engine's standard tokenizer (UAX #29) sees one: letters, digits and
+#: combining marks, joined by an apostrophe, a full stop, a colon or a middle dot between
+#: them (``d'orange`` is one word: a look-alike ``d`` cannot hide behind the apostrophe)
+_LETTERS = r"(?:[^\W_]|[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f])+"
+_WORD = re.compile(rf"{_LETTERS}(?:['\u2018\u2019.:\u00b7\u2024\ufe52\uff07\uff0e]{_LETTERS})*")
 
 
 @lru_cache(maxsize=4096)
