@@ -278,6 +278,6 @@ def request_params(
 
 
 def intent_key(record: dict[str, Any]) -> str | None:
-    """What "the same intent" means across records: the sha256 of the cleaned intent."""
+    """What "the same intent" means across records: the sha256 of the normalised intent."""
     value = record.get("intent_sha256")
     return str(value) if value else None
