@@ -3,11 +3,11 @@
 The three evasions measured in issue 13 -- zero-width characters inside the cue and the
 allergen, a Cyrillic ``i`` in "without", a Cyrillic ``e`` in "arachide" -- go through
 ``/v1/search``, ``/v1/compile``, the agent gateway (rules extractor, and the real
-``openai`` client against the local stub model) and the MCP tool function, on the real
-engine with the demo catalog and policies. Each must apply ``without-allergen``, serve no
-product whose allergens or traces include peanuts, render the same DSL as the clean text,
-and leave one decision record saying what normalisation did. An intent with nothing
-visible in it is a 422.
+``openai`` client against the local stub model), the MCP tool function and policy-test
+cases, on the real engine with the demo catalog and policies. Each must apply
+``without-allergen``, serve no product whose allergens or traces include peanuts, render
+the same DSL as the clean text, and leave one decision record saying what normalisation
+did. An intent with nothing visible in it is a 422.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from pydantic import ValidationError
 
 from agent_gateway.gateway import AgentGateway
 from agent_gateway.llm import LlmClient
@@ -31,6 +32,8 @@ from control_plane.audit.sinks import JsonlSink
 from control_plane.bootstrap import Ready, profile_of
 from control_plane.config import LlmSettings, Settings
 from control_plane.engine import Engine
+from control_plane.lifecycle.runner import run_case
+from control_plane.lifecycle.suite import TestCase
 from control_plane.service import SearchService
 from tests.agent.conftest import FakeLlm, Reply
 from tests.clocks import FIXED_CLOCK, FIXED_NOW
@@ -225,3 +228,31 @@ def test_mcp_tool_applies_the_exclusion(audited: Audited, engine: Engine, hostil
     record = audited.record(result.request_id)
     assert record["endpoint"] == "mcp" and "without-allergen" in record["applied_policies"]
     assert record["extraction"]["flags"] == (["mixed_script"] if mixed else ["control_characters"])
+
+
+# --- policy tests ----------------------------------------------------------------------
+
+
+def peanut_free_case(intent: str) -> TestCase:
+    return TestCase.model_validate({
+        "name": "no peanuts",
+        "intent": intent,
+        "expect": {"applied": ["without-allergen"],
+                   "results": {"size": 50, "min_hits": 1, "none": {"allergens": {"contains": "peanuts"}}}},
+    })
+
+
+def test_the_policy_test_case_fails_where_peanuts_are_served(audited: Audited) -> None:
+    result = run_case(audited.service, peanut_free_case("chocolate"), FIXED_NOW)
+    assert not result.passed and result.failures
+
+
+@pytest.mark.parametrize("hostile", list(EVASIONS), ids=IDS)
+def test_policy_test_cases_read_the_evasions_as_their_clean_text(audited: Audited, hostile: str) -> None:
+    result = run_case(audited.service, peanut_free_case(hostile), FIXED_NOW)
+    assert result.passed, result.failures
+
+
+def test_a_policy_test_case_with_nothing_visible_is_refused() -> None:
+    with pytest.raises(ValidationError, match="invisible characters"):
+        peanut_free_case("\u200b\u2060 \u0000")
