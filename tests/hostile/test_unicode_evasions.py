@@ -4,7 +4,7 @@ The three evasions measured in issue 13 -- zero-width characters inside the cue 
 allergen, a Cyrillic ``i`` in "without", a Cyrillic ``e`` in "arachide" -- go through
 ``/v1/search``, ``/v1/compile``, the agent gateway (rules extractor, and the real
 ``openai`` client against the local stub model), the MCP tool function and policy-test
-cases, on the real engine with the demo catalog and policies. Each must apply
+cases and replay, on the real engine with the demo catalog and policies. Each must apply
 ``without-allergen``, serve no product whose allergens or traces include peanuts, render
 the same DSL as the clean text, and leave one decision record saying what normalisation
 did. An intent with nothing visible in it is a 422.
@@ -28,6 +28,7 @@ from agent_gateway.mcp_server import search_products_sync
 from agent_gateway.settings import GatewaySettings
 from control_plane.api.app import create_app
 from control_plane.audit.recorder import Recorder
+from control_plane.audit.replay import run as replay_run
 from control_plane.audit.sinks import JsonlSink
 from control_plane.bootstrap import Ready, profile_of
 from control_plane.config import LlmSettings, Settings
@@ -35,6 +36,7 @@ from control_plane.engine import Engine
 from control_plane.lifecycle.runner import run_case
 from control_plane.lifecycle.suite import TestCase
 from control_plane.service import SearchService
+from control_plane.times import iso
 from tests.agent.conftest import FakeLlm, Reply
 from tests.clocks import FIXED_CLOCK, FIXED_NOW
 
@@ -256,3 +258,20 @@ def test_policy_test_cases_read_the_evasions_as_their_clean_text(audited: Audite
 def test_a_policy_test_case_with_nothing_visible_is_refused() -> None:
     with pytest.raises(ValidationError, match="invisible characters"):
         peanut_free_case("\u200b\u2060 \u0000")
+
+
+# --- replay ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("hostile", list(EVASIONS), ids=IDS)
+def test_replay_normalises_a_recorded_intent(audited: Audited, hostile: str) -> None:
+    """Records written before this normaliser kept zero-width characters and look-alikes
+    in ``intent`` (NFC only): replaying one decides as the clean text does today."""
+    clean, _ = EVASIONS[hostile]
+    live = audited.service.snapshot()[0]
+    replayed, reference = (
+        replay_run(audited.service, {"intent": text, "request": {}, "time": iso(FIXED_NOW)}, live)
+        for text in (hostile, clean)
+    )
+    assert "without-allergen" in replayed.as_json()["applied"]
+    assert replayed.as_json() == reference.as_json()
