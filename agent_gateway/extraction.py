@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from agent_gateway.guardrails import Screened
+from agent_gateway.guardrails import Screened, normalisation_flags
 from agent_gateway.intent_validation import validate_intent
 from agent_gateway.llm import LlmBadOutput, LlmClient, LlmUnavailable, Message, Usage
 from agent_gateway.rules_extractor import extract_by_rules
@@ -75,6 +75,8 @@ def _json_string(text: str) -> str:
 
 def _validated(method: Method, raw: str, flags: tuple[str, ...], usage: Usage, max_chars: int) -> Extraction:
     verdict = validate_intent(raw, max_chars=max_chars)
+    if verdict.normalisation is not None:  # what normalising the produced intent had to do
+        flags = tuple(dict.fromkeys((*flags, *normalisation_flags(verdict.normalisation))))
     if verdict.accepted:
         return Extraction(method, verdict.intent, flags, usage=usage)
     return Extraction(method, None, flags, verdict.reason, verdict.code, usage)

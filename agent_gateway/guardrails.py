@@ -2,7 +2,10 @@
 reads it.
 
 1. size cap: a message longer than ``max_chars`` is refused (:class:`MessageTooLarge`);
-2. control and private-use characters become spaces, white space collapses;
+2. the message is normalised by :mod:`control_plane.intent_text`, like every intent:
+   NFKC, invisible characters (control, format, zero-width, bidi, private-use) removed,
+   mixed-script words mapped to their Latin look-alikes, white space collapsed; the flags
+   ``control_characters`` and ``mixed_script`` say when it had to;
 3. PII is redacted: e-mail addresses become ``[email]``, phone numbers (9 digits or more,
    with the usual separators) become ``[phone]``;
 4. injection heuristics are recorded as ``flags``. They are evidence for the audit trail,
@@ -15,9 +18,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_CONTROL = re.compile(
-    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ue000-\uf8ff\ufeff]"
-)
+from control_plane.intent_text import NormalisedIntent, normalise_intent
+
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _PHONE = re.compile(r"(?<![\w.,])\+?\(?\d[\d\s().-]{7,}\d(?![\w]|[.,]\d)")
 
@@ -79,6 +81,14 @@ def redact(text: str) -> tuple[str, tuple[str, ...]]:
     return redacted, tuple(flags)
 
 
+def normalisation_flags(normalised: NormalisedIntent) -> tuple[str, ...]:
+    """``control_characters``: invisible characters were removed; ``mixed_script``: a word
+    mixing scripts was mapped to its Latin look-alikes."""
+    return (("control_characters",) if normalised.removed else ()) + (
+        ("mixed_script",) if normalised.mixed_script else ()
+    )
+
+
 def injection_flags(text: str) -> tuple[str, ...]:
     return tuple(flag for flag, pattern in INJECTION_PATTERNS if pattern.search(text))
 
@@ -86,12 +96,9 @@ def injection_flags(text: str) -> tuple[str, ...]:
 def screen(message: str, *, max_chars: int = 2000) -> Screened:
     if len(message) > max_chars:
         raise MessageTooLarge(len(message), max_chars)
-    flags: list[str] = []
-    cleaned = _CONTROL.sub(" ", message)
-    if cleaned != message:
-        flags.append("control_characters")
-    cleaned = " ".join(cleaned.split())
-    cleaned, pii = redact(cleaned)
+    normalised = normalise_intent(message)
+    flags = list(normalisation_flags(normalised))
+    cleaned, pii = redact(normalised.text)
     flags.extend(pii)
     flags.extend(injection_flags(cleaned))
     return Screened(text=cleaned, flags=tuple(flags))

@@ -1,11 +1,15 @@
 """What an extracted intent may be: one short line of words, never structure.
 
-An intent that breaks a rule is refused with the rule's reason and never forwarded. The
-rules, in the order they are checked:
+The intent is first normalised by :mod:`control_plane.intent_text` (NFKC, invisible
+characters removed, mixed-script words mapped to their Latin look-alikes, white space
+collapsed): the rules below read the normalised text, which is what is forwarded. An intent
+that breaks a rule is refused with the rule's reason and never forwarded. The rules, in the
+order they are checked:
 
-- ``empty``: nothing left once trimmed (the message asked for no product);
-- ``too_long``: more than ``max_chars`` characters (120 by default);
-- ``multiline``: a line break or another control character;
+- ``empty``: nothing left once normalised (the message asked for no product);
+- ``too_long``: more than ``max_chars`` characters once normalised (120 by default);
+- ``multiline``: the intent as produced holds a line break or another control character
+  (format characters such as a zero-width space are removed, not refused);
 - ``structure``: braces, brackets, angle brackets, backticks or a JSON-looking ``"key":``;
 - ``field_syntax``: ``word:value`` query-string syntax (``brand:acme``, ``price:<3``);
 - ``operators``: upper-case ``AND``/``OR``/``NOT``, ``&&``, ``||``;
@@ -22,9 +26,10 @@ import re
 from dataclasses import dataclass
 
 from agent_gateway.guardrails import INJECTION_PATTERNS
+from control_plane.intent_text import NormalisedIntent, normalise_intent
 
+_MULTILINE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
-    ("multiline", re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]"), "the intent is not one line"),
     ("structure", re.compile(r"[{}\[\]<>`]|\"\s*:"), "the intent contains structure (JSON, markup)"),
     ("url", re.compile(r"\bhttps?://|\bwww\.", re.IGNORECASE), "the intent contains a URL"),
     ("field_syntax", re.compile(r"\b[\w.]+:\S"), "the intent contains field:value query syntax"),
@@ -37,9 +42,11 @@ _INSTRUCTION = tuple(p for flag, p in INJECTION_PATTERNS
 @dataclass(frozen=True)
 class Verdict:
     intent: str | None
-    """the intent to forward (trimmed), or ``None`` when refused"""
+    """the intent to forward (normalised), or ``None`` when refused"""
     code: str | None = None
     reason: str | None = None
+    normalisation: NormalisedIntent | None = None
+    """what normalising the intent as produced did"""
 
     @property
     def accepted(self) -> bool:
@@ -47,14 +54,19 @@ class Verdict:
 
 
 def validate_intent(raw: str, *, max_chars: int = 120) -> Verdict:
-    intent = raw.strip(" \t")
-    if not intent.strip():
-        return Verdict(None, "empty", "the message asks for no product")
+    normalised = normalise_intent(raw)
+    intent = normalised.text
+    if not intent:
+        return Verdict(None, "empty", "the message asks for no product", normalised)
     if len(intent) > max_chars:
-        return Verdict(None, "too_long", f"the intent has {len(intent)} characters (limit {max_chars})")
+        return Verdict(None, "too_long", f"the intent has {len(intent)} characters (limit {max_chars})",
+                       normalised)
+    if _MULTILINE.search(raw.strip(" \t")):
+        return Verdict(None, "multiline", "the intent is not one line", normalised)
     for code, pattern, reason in _RULES:
         if pattern.search(intent):
-            return Verdict(None, code, reason)
+            return Verdict(None, code, reason, normalised)
     if any(p.search(intent) for p in _INSTRUCTION):
-        return Verdict(None, "instruction", "the intent reads like an instruction, not a product search")
-    return Verdict(" ".join(intent.split()))
+        return Verdict(None, "instruction", "the intent reads like an instruction, not a product search",
+                       normalised)
+    return Verdict(intent, normalisation=normalised)

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ValidationError
 
 from agent_gateway.answer import cards_of, deterministic_answer
 from agent_gateway.gateway import governed_search
+from agent_gateway.guardrails import normalisation_flags
 from agent_gateway.intent_validation import validate_intent
 from agent_gateway.language import language_of
 from agent_gateway.settings import GatewaySettings, gateway_settings
@@ -114,6 +115,8 @@ def search_products_sync(service: SearchService, gateway: GatewaySettings, inten
             recorder.agent(rid, turn, status=status, endpoint="mcp", now=now, **kwargs)
 
     verdict = validate_intent(intent, max_chars=gateway.max_intent_chars)
+    if verdict.normalisation is not None and (flags := normalisation_flags(verdict.normalisation)):
+        turn = replace(turn, extraction=Extraction(method="mcp", flags=list(flags)))
     if verdict.intent is None:
         reason = f"intent refused: {verdict.reason}"
         turn = replace(turn, reason=reason)

@@ -18,17 +18,21 @@ Trigger compilation:
 - ``pattern``: a ``match_phrase`` per cue; the captured words are taken after the cue's
   span up to the next cue, conjunction, punctuation or the end of the intent.
 - ``always``: ``match_all``.
+
+Both sides of a match are normalised by :mod:`control_plane.intent_text`: the intent at
+the boundary that received it, and each trigger phrase and cue here, when it is compiled
+(what the percolator stores is what the engine analyses of the normalised phrase).
 """
 
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
 from control_plane.engine import Engine
+from control_plane.intent_text import normalise
 from control_plane.plan import CapturedText, Match, Span
 from control_plane.policy import Policy, Trigger
 
@@ -78,15 +82,15 @@ _WORD = re.compile(
 )
 #: quotes that may open a capture: 'sans "arachide"' captures arachide
 _OPENING_QUOTES = frozenset("\"'\u201c\u2018\u00ab\u201e")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ue000-\uf8ff]")
 
 TokenCounter = Callable[[str], int]
 
 
 def clean_intent(intent: str) -> str:
-    """Accents are composed (NFC: the analyzer folds "é", not "e" + U+0301); control and
-    private-use characters become spaces; runs of white space collapse; ends are trimmed."""
-    return " ".join(_CONTROL.sub(" ", unicodedata.normalize("NFC", intent)).split())
+    """The normalised intent: :func:`control_plane.intent_text.normalise` (NFKC, invisible
+    characters removed, mixed-script words mapped to Latin look-alikes, white space
+    collapsed). Private-use code points, such as the highlight tags, never survive it."""
+    return normalise(intent)
 
 
 # --- compiling triggers ---------------------------------------------------------
@@ -104,14 +108,19 @@ def compile_trigger(trigger: Trigger, count_tokens: TokenCounter) -> dict[str, A
                     "filter": [{"term": {"intent.tokens": count_tokens(value)}}],
                 }
             }
-            for value in trigger.values
+            for value in _normalised(trigger.values)
         ]
     elif trigger.kind == "pattern":
-        cues = sorted({cue for pattern in trigger.patterns for cue in pattern.cues})
+        cues = sorted(set(_normalised(cue for pattern in trigger.patterns for cue in pattern.cues)))
         clauses = [{"match_phrase": {"intent": cue}} for cue in cues]
     else:
-        clauses = [{"match_phrase": {"intent": value}} for value in trigger.values]
+        clauses = [{"match_phrase": {"intent": value}} for value in _normalised(trigger.values)]
     return {"bool": {"should": clauses, "minimum_should_match": 1}}
+
+
+def _normalised(phrases: Iterable[str]) -> list[str]:
+    """Trigger phrases through the intent normaliser, in order, without duplicates."""
+    return list(dict.fromkeys(text for phrase in phrases if (text := normalise(phrase))))
 
 
 def percolator_document(policy: Policy, version: str, count_tokens: TokenCounter) -> dict[str, Any]:

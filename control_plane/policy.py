@@ -36,6 +36,8 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from control_plane.intent_text import normalise
+
 POLICY_ID = r"^[a-z0-9][a-z0-9._-]{0,79}$"
 CAPTURE = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 PATTERN = re.compile(r"^\((?P<cues>[^()]+)\)\s+\{(?P<name>[a-z_][a-z0-9_]*)\}$")
@@ -97,7 +99,7 @@ class Pattern(Frozen):
             raise ValueError(
                 f"pattern {text!r} must look like '(cue one|cue two) {{name}}'"
             )
-        cues = tuple(c.strip() for c in found["cues"].split("|") if c.strip())
+        cues = tuple(c.strip() for c in found["cues"].split("|") if normalise(c))
         if not cues:
             raise ValueError(f"pattern {text!r} has no cue")
         return cls(cues=cues, capture=found["name"])
@@ -154,10 +156,12 @@ class Trigger(Frozen):
         elif not (
             isinstance(items, list)
             and items
-            and all(isinstance(i, str) and i.strip() for i in items)
+            and all(isinstance(i, str) and normalise(i) for i in items)
         ):
             problems.append((
-                "invalid_value", f"'{kind}' takes a non-empty list of non-empty strings",
+                "invalid_value",
+                f"'{kind}' takes a non-empty list of non-empty strings (once invisible characters"
+                " and spaces are removed)",
                 (kind,), raw,
             ))
         elif kind == "pattern":

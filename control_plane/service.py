@@ -1,4 +1,4 @@
-"""The governed search pipeline, wired: clean -> match (+ purchases, in parallel) ->
+"""The governed search pipeline, wired: normalise -> match (+ purchases, in parallel) ->
 compose -> render -> execute. Pure stages in the middle, engine I/O at the ends.
 
 One request works on one snapshot: the concrete policies index the live alias pointed
@@ -30,6 +30,7 @@ from control_plane.composer import ComposeContext, compose
 from control_plane.config import Settings
 from control_plane.engine import Engine, EngineError
 from control_plane.executor import Execution, execute
+from control_plane.intent_text import NormalisedIntent, normalise, normalise_intent
 from control_plane.plan import Composition
 from control_plane.plan_cache import PlanCache, next_boundary, previous_boundary
 from control_plane.policy import Policy
@@ -62,8 +63,8 @@ class SearchRequest(BaseModel):
     @field_validator("intent")
     @classmethod
     def _intent(cls, value: str) -> str:
-        if not matcher.clean_intent(value):
-            raise ValueError("intent is empty once control characters and spaces are removed")
+        if not normalise(value):
+            raise ValueError("intent is empty once invisible characters and spaces are removed")
         return value
 
 
@@ -78,12 +79,16 @@ class Compiled:
     policy_set_version: str
     policies_index: str
     intent: str
+    """the normalised intent (:mod:`control_plane.intent_text`)"""
     composition: Composition
     personalization: tuple[tuple[str, float], ...]
     """(product id, boost) at the request's ``now``"""
     purchases: tuple[Mapping[str, Any], ...] = ()
     """the user's purchase rows the boosts come from (a cached plan re-ages them)"""
     cached: bool = False
+    normalisation: NormalisedIntent | None = None
+    """what normalising this request's intent did (per request: a cached plan is shared by
+    every spelling that normalises to the same text)"""
 
 
 @dataclass(frozen=True)
@@ -191,13 +196,14 @@ class SearchService:
 
     def _compile(self, request: SearchRequest, now: datetime, stages: list[StageTiming]) -> Compiled:
         live, by_id = self.snapshot()
-        intent = matcher.clean_intent(request.intent)
+        normalised = normalise_intent(request.intent)
+        intent = normalised.text
         key = (intent.casefold(), request.cohorts, request.market, request.user_id)
         version = live.policy_set.version
         cached = self.cache.get(version, key, now)
         if cached is not None:  # the plan holds until the next window edge; purchase ages move on
             boosts = personalization.purchase_boosts(cached.purchases, now)
-            return replace(cached, cached=True, personalization=boosts)
+            return replace(cached, cached=True, personalization=boosts, normalisation=normalised)
         purchases = (
             self._pool.submit(
                 _timed,
@@ -232,6 +238,7 @@ class SearchService:
             composition=composition,
             personalization=personalization.purchase_boosts(rows, now),
             purchases=rows,
+            normalisation=normalised,
         )
         self.cache.put(
             version,

@@ -16,6 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from control_plane.intent_text import NormalisedIntent
+
 SCHEMA_VERSION: Literal[1] = 1
 
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
@@ -127,11 +129,16 @@ class DecisionRecord(Model):
     """the agent conversation the request belongs to (agent requests with a session); its
     sha256 (``sha256:...``) when raw storage is off"""
     intent: str | None = None
-    """the cleaned intent; None when raw storage is off"""
+    """the normalised intent (:mod:`control_plane.intent_text`); None when raw storage is off"""
     intent_sha256: str | None = None
     intent_redacted: str | None = None
     """only when raw storage is off"""
     raw_intent_stored: bool = True
+    intent_normalised: bool = False
+    """normalisation changed the intent as the search received it (invisible characters
+    removed, compatibility forms folded, mixed-script words mapped, spaces collapsed)"""
+    intent_mixed_script: list[str] = []
+    """the intent's words that mixed scripts, as received (redacted when raw storage is off)"""
     extraction: Extraction | None = None
     request: RequestParams | None = None
     policy_set_version: str | None = None
@@ -233,16 +240,27 @@ def explanation_fields(explanation: dict[str, Any], raw: bool) -> dict[str, Any]
     }
 
 
-def intent_fields(intent: str | None, raw: bool) -> dict[str, Any]:
+def intent_fields(
+    intent: str | None, raw: bool, normalisation: NormalisedIntent | None = None
+) -> dict[str, Any]:
+    """``intent`` is the normalised text; ``normalisation`` says what normalising did."""
     if intent is None:
         return {"raw_intent_stored": raw}
+    changes: dict[str, Any] = {}
+    if normalisation is not None:
+        words = list(normalisation.mixed_script)
+        changes = {
+            "intent_normalised": normalisation.changed,
+            "intent_mixed_script": words if raw else [redact(word) for word in words],
+        }
     if raw:
-        return {"intent": intent, "intent_sha256": sha256_text(intent), "raw_intent_stored": True}
+        return {"intent": intent, "intent_sha256": sha256_text(intent), "raw_intent_stored": True, **changes}
     return {
         "intent": None,
         "intent_sha256": sha256_text(intent),
         "intent_redacted": redact(intent),
         "raw_intent_stored": False,
+        **changes,
     }
 
 
@@ -260,6 +278,6 @@ def request_params(
 
 
 def intent_key(record: dict[str, Any]) -> str | None:
-    """What "the same intent" means across records: the sha256 of the cleaned intent."""
+    """What "the same intent" means across records: the sha256 of the normalised intent."""
     value = record.get("intent_sha256")
     return str(value) if value else None

@@ -51,6 +51,7 @@ from control_plane.audit.sinks import EngineSink, JsonlSink, Sink, SinkError
 from control_plane.audit.telemetry import Telemetry
 from control_plane.config import Settings
 from control_plane.engine import Engine, EngineError
+from control_plane.intent_text import normalise_intent
 from control_plane.times import Clock, iso, parse_time
 
 if TYPE_CHECKING:
@@ -95,7 +96,7 @@ def _compiled_fields(compiled: Compiled, raw: bool, served: bool = True) -> dict
     fields: dict[str, Any] = {
         "policy_set_version": compiled.policy_set_version,
         "cached": compiled.cached,
-        **intent_fields(compiled.intent, raw),
+        **intent_fields(compiled.intent, raw, compiled.normalisation),
         **explanation,
     }
     if served:
@@ -104,6 +105,14 @@ def _compiled_fields(compiled: Compiled, raw: bool, served: bool = True) -> dict
     else:
         fields["applied"] = []
     return fields
+
+
+def _received_intent_fields(intent: str | None, raw: bool) -> dict[str, Any]:
+    """The intent fields of a request that compiled nothing: its intent normalised here."""
+    if not intent:
+        return intent_fields(None, raw)
+    normalised = normalise_intent(intent)
+    return intent_fields(normalised.text, raw, normalised)
 
 
 def _outcome_fields(outcome: Outcome, raw: bool) -> dict[str, Any]:
@@ -459,8 +468,6 @@ class Recorder:
         ``/v1/agent/query``, ``mcp`` for the MCP tool): served (``outcome``), abstained after
         compiling (``compiled``: what matched, nothing applied), abstained before (a refused
         extraction), or failed (``error``; ``status`` is then ``error``)."""
-        from control_plane.matcher import clean_intent
-
         raw = self.store_raw_intent
         fields: dict[str, Any]
         if outcome is not None:
@@ -468,7 +475,7 @@ class Recorder:
         elif compiled is not None:
             fields = _compiled_fields(compiled, raw, served=False)
         else:
-            fields = intent_fields(clean_intent(turn.intent) if turn.intent else None, raw)
+            fields = _received_intent_fields(turn.intent, raw)
         fields["status"] = "error" if error is not None else status
         record = DecisionRecord(
             request_id=request_id,
@@ -500,8 +507,6 @@ class Recorder:
         now: datetime | None = None,
         endpoint: str = "search",
     ) -> dict[str, Any]:
-        from control_plane.matcher import clean_intent
-
         raw = self.store_raw_intent
         record = DecisionRecord(
             request_id=request_id,
@@ -518,7 +523,7 @@ class Recorder:
             ),
             status="error",
             error=error,
-            **intent_fields(clean_intent(request.intent) if request else None, raw),
+            **_received_intent_fields(request.intent if request else None, raw),
         )
         data = record.model_dump(mode="json")
         self._write(data, ())

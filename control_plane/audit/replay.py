@@ -20,6 +20,7 @@ from control_plane import matcher, policy_store
 from control_plane.audit.record import sha256_json
 from control_plane.composer import ComposeContext, compose
 from control_plane.engine import EngineError
+from control_plane.intent_text import normalise
 from control_plane.plan import Composition
 from control_plane.service import SearchService
 from control_plane.times import parse_time
@@ -68,12 +69,14 @@ def load_version(service: SearchService, version: str | None) -> policy_store.Li
 
 
 def run(service: SearchService, record: dict[str, Any], live: policy_store.LivePolicySet) -> Replayed:
-    intent = record.get("intent")
-    if not intent:
+    recorded = record.get("intent")
+    if not recorded:
         raise ReplayRefused(
             "raw_intent_not_stored",
             "this record was written with audit.store_raw_intent off: its intent cannot be replayed",
         )
+    # as the search did; records written before NFKC and mixed-script mapping hold NFC text
+    intent = normalise(recorded)
     params = record.get("request") or {}
     cohorts = tuple(params.get("cohorts") or ())
     now = parse_time(record.get("now") or record["time"])  # the instant it was evaluated at

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from control_plane.errors import ERROR_CODES
+from control_plane.intent_text import normalise
 from control_plane.policy import (
     CAPTURE,
     CategoryRule,
@@ -105,8 +106,9 @@ def quoted(values: Iterable[Value]) -> str:
 
 
 def fold(text: str) -> str:
-    """Case and accents folded (what the analyzer's lowercase and ASCII folding at least do)."""
-    decomposed = unicodedata.normalize("NFKD", text)
+    """Normalised as intents and triggers are (:mod:`control_plane.intent_text`), then case
+    and accents folded (what the analyzer's lowercase and ASCII folding at least do)."""
+    decomposed = unicodedata.normalize("NFKD", normalise(text))
     return "".join(c for c in decomposed if not unicodedata.combining(c)).casefold()
 
 

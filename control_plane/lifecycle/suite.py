@@ -80,8 +80,8 @@ from pydantic import (
     model_validator,
 )
 
-from control_plane import matcher
 from control_plane.errors import PolicyError
+from control_plane.intent_text import normalise
 from control_plane.loader import PYDANTIC_CODES, SUFFIXES, TESTS_DIR, Source, YamlReading, validation_errors
 from control_plane.plan import Plan
 from control_plane.renderer import Tier
@@ -245,8 +245,8 @@ class TestCase(Frozen):
     @field_validator("intent")
     @classmethod
     def _intent(cls, value: str) -> str:
-        if not matcher.clean_intent(value):
-            raise ValueError("intent is empty once control characters and spaces are removed")
+        if not normalise(value):
+            raise ValueError("intent is empty once invisible characters and spaces are removed")
         return value
 
     @field_validator("cohorts")
