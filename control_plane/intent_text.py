@@ -28,7 +28,7 @@ compiled into percolator queries, so both sides of a match went through the same
    collapsed and the ends trimmed.
 
 The result is idempotent (``normalise(normalise(x)) == normalise(x)``). See
-``docs/adr/0007-intent-normalisation.md`` for why the skeleton is not applied to whole
+``docs/adr/0008-intent-normalisation.md`` for why the skeleton is not applied to whole
 intents.
 """
 
