@@ -28,6 +28,7 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel, ValidationError
 
+from agent_gateway.abstention import abstain_mode, understood_by
 from agent_gateway.answer import cards_of, deterministic_answer
 from agent_gateway.gateway import governed_search
 from agent_gateway.intent_validation import validate_intent
@@ -130,15 +131,15 @@ def search_products_sync(service: SearchService, gateway: GatewaySettings, inten
         return SearchProductsResult(request_id=rid, status="abstained", reason=reason, intent=verdict.intent,
                                     answer=f"I can't search for that: {reason}.")
     turn = replace(turn, cohorts=request.cohorts)
-    require = (gateway.require_policy_match if gateway.require_policy_match is not None
-               else service.settings.search.require_policy_match)
+    mode = abstain_mode(gateway, service.settings.search.require_policy_match)
     try:
-        governed = governed_search(service, request, require_policy_match=require, now=now)
+        governed = governed_search(service, request, abstain=mode, now=now)
     except Exception as failure:
         record("error", error=error_of(failure))
         raise
     if governed.outcome is None:
-        turn = replace(turn, reason=governed.abstained)
+        turn = replace(turn, reason=governed.abstained,
+                       reason_code=governed.abstention.code if governed.abstention else None)
         record("abstained", compiled=governed.compiled)
         return SearchProductsResult(request_id=rid, status="abstained", reason=governed.abstained,
                                     intent=verdict.intent,
@@ -157,7 +158,8 @@ def search_products_sync(service: SearchService, gateway: GatewaySettings, inten
         total=search.total,
         products=[Product(citation=c.citation, product_id=c.product_id, title=c.title, brand=c.brand,
                           price=c.price) for c in cards],
-        answer=deterministic_answer(verdict.intent, cards, search.total, language_of(verdict.intent)).text,
+        answer=deterministic_answer(verdict.intent, cards, search.total, language_of(verdict.intent),
+                                    understood=bool(understood_by(governed.outcome.compiled))).text,
     )
 
 
