@@ -28,6 +28,8 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime
 
+from pydantic import ValidationError
+
 from agent_gateway.abstention import Abstention, abstain_mode, after_search, before_search, understood_by
 from agent_gateway.answer import Answer, cards_of, deterministic_answer, phrased_answer
 from agent_gateway.budgets import Budgets
@@ -231,8 +233,14 @@ class AgentGateway:
             reason = f"extraction refused: {extraction.refusal}"
             refused = Abstention(extraction.refusal_code or "refused", reason)
             return self._abstained(request_id, extraction, refused, progress, now)
-        request = SearchRequest(intent=extraction.intent, user_id=body.user_id, cohorts=body.cohorts,
-                                market=body.market)
+        try:
+            request = SearchRequest(intent=extraction.intent, user_id=body.user_id, cohorts=body.cohorts,
+                                    market=body.market)
+        except ValidationError as error:  # the body was validated: only the intent can be refused here
+            problems = "; ".join(str(e["msg"]) for e in error.errors())
+            reason = f"extraction refused: the intent is not a valid search: {problems}"
+            refused = Abstention("invalid_intent", reason)
+            return self._abstained(request_id, extraction, refused, progress, now)
         governed = governed_search(self.service, request, abstain=self.abstain, now=now)
         if governed.outcome is None:
             abstention = governed.abstention or Abstention("abstained", "abstained")

@@ -33,7 +33,7 @@ from typing import Any, cast
 import httpx
 import openai
 
-from agent_gateway.llm_wire import BoundedTransport, RejectedResponse, loads_bounded
+from agent_gateway.llm_wire import BoundedTransport, RejectedResponse, TooDeep, loads_bounded
 from control_plane.config import LlmSettings
 
 Message = Mapping[str, str]
@@ -131,6 +131,8 @@ def completion_of(body: bytes, bound: Bound, *, max_depth: int = MAX_JSON_DEPTH)
     unknown = bound.charged_when_unknown()
     try:
         answer = loads_bounded(body, max_depth)
+    except TooDeep as error:
+        raise LlmBadOutput(f"the model's answer is refused: {error}", unknown, "too_deep") from error
     except ValueError as error:
         raise LlmBadOutput(f"the model's answer is not JSON: {error}", unknown, "not_json") from error
     if not isinstance(answer, dict):
@@ -159,6 +161,8 @@ def completion_of(body: bytes, bound: Bound, *, max_depth: int = MAX_JSON_DEPTH)
         raise LlmBadOutput("the model's message has no text content", charged, "shape")
     try:
         data = loads_bounded(content, max_depth)
+    except TooDeep as error:
+        raise LlmBadOutput(f"the model's output is refused: {error}", charged, "too_deep") from error
     except ValueError as error:
         raise LlmBadOutput("the model's output is not JSON", charged, "not_json") from error
     if not isinstance(data, dict):

@@ -46,6 +46,10 @@ class _TooLarge(Exception):
     pass
 
 
+class TooDeep(ValueError):
+    """JSON nested deeper than allowed."""
+
+
 def json_depth(data: bytes, limit: int) -> int:
     """How deeply ``data`` nests arrays and objects (strings skipped); stops counting at
     ``limit + 1``. Malformed JSON is left to the parser: only the depth is measured."""
@@ -74,14 +78,14 @@ def json_depth(data: bytes, limit: int) -> int:
 
 def loads_bounded(data: bytes | str, max_depth: int) -> Any:
     """``json.loads`` after the depth check; ``NaN`` and ``Infinity`` are not JSON.
-    Raises ``ValueError`` for anything that is not a bounded JSON document."""
+    Raises :class:`TooDeep`, or ``ValueError`` for anything else that is not JSON."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
     if json_depth(raw, max_depth) > max_depth:
-        raise ValueError(f"JSON nested deeper than {max_depth} levels")
+        raise TooDeep(f"JSON nested deeper than {max_depth} levels")
     try:
         return json.loads(raw, parse_constant=_no_constant)
     except RecursionError as error:  # not reachable after the depth check; kept as a bound
-        raise ValueError("JSON nested too deeply") from error
+        raise TooDeep("JSON nested too deeply") from error
 
 
 def _no_constant(name: str) -> Any:

@@ -138,7 +138,8 @@ def test_requests_per_minute_budget_answers_429(service: SearchService) -> None:
         assert error["details"] == [{"budget": "requests_per_minute", "retry_after_s": 60}]
         # the label is not the caller: another one, or none, is still the same address
         for other in ({"X-Client-Id": "bot-2"}, {}):
-            assert client.post("/v1/agent/query", json={"message": "oranges"}, headers=other).status_code == 429
+            again = client.post("/v1/agent/query", json={"message": "oranges"}, headers=other)
+            assert again.status_code == 429
 
 
 def test_token_budget_counts_model_usage(service: SearchService, fake_llm: FakeLlm) -> None:
