@@ -3,7 +3,10 @@
 The application assigns citation ids (``[1]``, ``[2]``...) to the top products in rank
 order. The default answer is deterministic and lists them, in the shopper's language
 (French or English, :func:`agent_gateway.language.language_of`; prices with a decimal comma
-in French); the citations are the same in both. The optional LLM phrasing is
+in French); the citations are the same in both. A search that no shop policy understood
+(only guards and ``always`` policies applied, served because abstention is off) is not
+presented as a confident answer: its text says the products merely contain words of the
+request (``understood=False``). The optional LLM phrasing is
 sent only the intent and, per product, its citation id, title, brand and price, inside
 ``<results>`` delimiters and declared untrusted. Its output is checked before it is used:
 
@@ -86,12 +89,16 @@ _TEMPLATES: dict[Language, dict[str, str]] = {
         "none": 'No products found for "{intent}".',
         "one": '1 product found for "{intent}". Top result: {listed}.',
         "many": '{total} products found for "{intent}". Top results: {listed}.',
+        "loose": 'No shop rule recognised "{intent}"; {total} products merely contain some of its words,'
+                 " for example: {listed}.",
         "unknown_price": "price unknown",
     },
     "fr": {
         "none": "Aucun produit trouvé pour « {intent} ».",
         "one": "1 produit trouvé pour « {intent} ». Meilleur résultat : {listed}.",
         "many": "{total} produits trouvés pour « {intent} ». Meilleurs résultats : {listed}.",
+        "loose": "Aucune règle de la boutique ne reconnaît « {intent} » ; {total} produits contiennent"
+                 " seulement certains de ses mots, par exemple : {listed}.",
         "unknown_price": "prix inconnu",
     },
 }
@@ -104,8 +111,10 @@ def _local_price(price: float | None, language: Language) -> str:
     return text.replace(".", ",") if language == "fr" else text
 
 
-def deterministic_answer(intent: str, cards: Sequence[Card], total: int, language: Language = "en") -> Answer:
-    """The products listed with their citation ids, in ``language``."""
+def deterministic_answer(intent: str, cards: Sequence[Card], total: int, language: Language = "en", *,
+                         understood: bool = True) -> Answer:
+    """The products listed with their citation ids, in ``language``; ``understood=False``:
+    said to be loose word matches, not results for the request."""
     templates = _TEMPLATES[language]
     if not cards:
         return Answer(templates["none"].format(intent=intent), ())
@@ -114,7 +123,7 @@ def deterministic_answer(intent: str, cards: Sequence[Card], total: int, languag
         + f", {_local_price(c.price, language)}"
         for c in cards
     )
-    template = templates["one"] if total == 1 else templates["many"]
+    template = templates["loose"] if not understood else templates["one"] if total == 1 else templates["many"]
     return Answer(template.format(total=total, intent=intent, listed=listed), tuple(cards))
 
 

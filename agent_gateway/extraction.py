@@ -3,8 +3,14 @@
 With a model configured, one Chat Completions call with :data:`SYSTEM_PROMPT` and the
 structured output :data:`INTENT_SCHEMA`; without one, :func:`extract_by_rules`. Either way
 the intent is validated (:func:`validate_intent`) and a refused intent is never
-forwarded. The model is sent the persona prompt, the screened messages and the intents
-it produced before: never a field name, a category, a brand, a policy, a price or DSL
+forwarded. A model that cannot be used (:class:`LlmUnavailable`) is a 503 unless
+``fallback_to_rules``; a model answer that cannot be used (:class:`LlmBadOutput`, or JSON
+that is not ``{"intent": str}``) is no intent: refused with the code ``llm_bad_output``
+(the gateway abstains), or, with ``on_bad_output: rules``, the rules extractor's intent
+(flag ``llm_bad_output``). Either way its tokens are charged.
+
+The model is sent the persona prompt, the screened messages and the intents it produced
+before: never a field name, a category, a brand, a policy, a price or DSL
 (the metadata air gap; ``tests/agent`` asserts it on the wire).
 """
 
@@ -46,6 +52,8 @@ INTENT_SCHEMA: dict[str, Any] = {
 SCHEMA_NAME = "shopper_intent"
 
 Method = Literal["llm", "rules"]
+OnBadOutput = Literal["abstain", "rules"]
+BAD_OUTPUT = "llm_bad_output"
 
 
 @dataclass(frozen=True)
@@ -84,14 +92,22 @@ def _validated(method: Method, raw: str, flags: tuple[str, ...], usage: Usage, m
 
 class Extractor:
     def __init__(self, llm: LlmClient | None, *, max_intent_chars: int = 120,
-                 fallback_to_rules: bool = False) -> None:
+                 fallback_to_rules: bool = False, on_bad_output: OnBadOutput = "abstain") -> None:
         self.llm = llm
         self.max_intent_chars = max_intent_chars
         self.fallback_to_rules = fallback_to_rules
+        self.on_bad_output = on_bad_output
 
-    def by_rules(self, screened: Screened, extra_flags: tuple[str, ...] = ()) -> Extraction:
+    def by_rules(self, screened: Screened, extra_flags: tuple[str, ...] = (), usage: Usage | None = None,
+                 ) -> Extraction:
         flags = (*screened.flags, *extra_flags)
-        return _validated("rules", extract_by_rules(screened.text), flags, Usage(), self.max_intent_chars)
+        return _validated("rules", extract_by_rules(screened.text), flags, usage or Usage(),
+                          self.max_intent_chars)
+
+    def _bad_output(self, screened: Screened, reason: str, usage: Usage) -> Extraction:
+        if self.on_bad_output == "rules":
+            return self.by_rules(screened, (BAD_OUTPUT,), usage)
+        return Extraction("llm", None, screened.flags, reason, BAD_OUTPUT, usage)
 
     def extract(self, screened: Screened, history: Sequence[Turn] = ()) -> Extraction:
         """Raises :class:`LlmUnavailable` when the model fails and rules are not the fallback."""
@@ -106,10 +122,11 @@ class Extractor:
                 return self.by_rules(screened, ("llm_fallback",))
             raise
         except LlmBadOutput as error:
-            return Extraction("llm", None, screened.flags, str(error), "bad_output", error.usage)
+            return self._bad_output(screened, f"{error} ({error.detail})", error.usage)
         data = completion.data
         intent = data.get("intent")
         if set(data) != {"intent"} or not isinstance(intent, str):
-            return Extraction("llm", None, screened.flags, "the model's output does not match the schema",
-                              "bad_output", completion.usage)
-        return _validated("llm", intent, screened.flags, completion.usage, self.max_intent_chars)
+            return self._bad_output(screened, "the model's output does not match the schema (shape)",
+                                    completion.usage)
+        flags = (*screened.flags, "llm_usage_clamped") if completion.usage_clamped else screened.flags
+        return _validated("llm", intent, flags, completion.usage, self.max_intent_chars)

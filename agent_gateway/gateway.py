@@ -10,9 +10,15 @@ message itself.
 Every query writes exactly one decision record (``endpoint: "agent"``) through the
 service's recorder: served, abstained, or failed (a refused budget, a message too large,
 the model or the engine down), with the extraction method, flags and refusal code, the
-token usage, the abstention reason and the session id. The message is never recorded; the
-intent is, under the recorder's ``store_raw_intent`` rule. The search the gateway runs is
-not recorded on its own: it is part of this one record.
+token usage, the abstention reason and its code, the caller and the session id. The
+message is never recorded; the intent is, under the recorder's ``store_raw_intent`` rule.
+The search the gateway runs is not recorded on its own: it is part of this one record.
+When the record itself cannot be built, a minimal one stands for it
+(``Recorder.minimal``): never none, never two.
+
+Budgets are charged to the *caller* (``router.caller_of``: the API key's principal, else
+the client address); ``client`` (``X-Client-Id``) is a label for the record and the logs.
+Sessions belong to the caller and its label together.
 """
 
 from __future__ import annotations
@@ -22,6 +28,9 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime
 
+from pydantic import ValidationError
+
+from agent_gateway.abstention import Abstention, abstain_mode, after_search, before_search, understood_by
 from agent_gateway.answer import Answer, cards_of, deterministic_answer, phrased_answer
 from agent_gateway.budgets import Budgets
 from agent_gateway.errors import as_api_error
@@ -38,7 +47,7 @@ from agent_gateway.models import (
     UsageOut,
 )
 from agent_gateway.sessions import SessionStore, Turn
-from agent_gateway.settings import GatewaySettings
+from agent_gateway.settings import Abstain, GatewaySettings
 from control_plane.api.models import SearchResponse
 from control_plane.audit import record as audit
 from control_plane.audit.recorder import AgentTurn, Recorder, error_of
@@ -47,35 +56,35 @@ from control_plane.times import Clock
 
 log = logging.getLogger("govsearch.agent")
 
-ABSTAIN_GUARDS_ONLY = (
-    "no merchandising policy recognised the intent (only guards matched) and require_policy_match is on"
-)
-
-
-def policy_matched(compiled: Compiled) -> bool:
-    """A policy (not a guard, not an always-on cohort rule) was triggered by the intent's text."""
-    return any(m.kind == "policy" and m.trigger != "always" for m in compiled.composition.explanation.matched)
-
 
 @dataclass(frozen=True)
 class Governed:
-    """A governed search, or the reason the gateway abstained from running it (with the
-    compiled plan that showed no policy matched)."""
+    """A governed search, or why the gateway abstained from serving it (with the compiled
+    plan that showed it: what matched, what was applied)."""
 
     request: SearchRequest
     outcome: Outcome | None
-    abstained: str | None = None
+    abstention: Abstention | None = None
     compiled: Compiled | None = None
 
+    @property
+    def abstained(self) -> str | None:
+        return self.abstention.reason if self.abstention else None
 
-def governed_search(
-    service: SearchService, request: SearchRequest, *, require_policy_match: bool, now: datetime,
-) -> Governed:
-    if require_policy_match:
+
+def governed_search(service: SearchService, request: SearchRequest, *, abstain: Abstain,
+                    now: datetime) -> Governed:
+    """The search, unless the mode says the plan is not an answer (``abstention``)."""
+    if abstain == "no_policy":
         compiled = service.compile(request, now)
-        if not policy_matched(compiled):
-            return Governed(request, None, ABSTAIN_GUARDS_ONLY, compiled)
-    return Governed(request, service.search(request, now))
+        found = before_search(compiled, abstain)
+        if found is not None:
+            return Governed(request, None, found, compiled)
+    outcome = service.search(request, now)
+    found = after_search(outcome, abstain)
+    if found is not None:
+        return Governed(request, None, found, outcome.compiled)
+    return Governed(request, outcome)
 
 
 def _usage(usage: Usage) -> UsageOut:
@@ -94,6 +103,7 @@ class _Progress:
     whether the query is answered or fails half-way."""
 
     client: str
+    caller: str
     body: AgentQuery
     method: Method
     screened: Screened | None = None
@@ -102,7 +112,15 @@ class _Progress:
     recorded: bool = False
     """its record was handed to the recorder (an error after that writes no second one)"""
 
-    def turn(self, reason: str | None = None) -> AgentTurn:
+    def turn(self, reason: str | None = None, reason_code: str | None = None) -> AgentTurn:
+        """What the record says; a bare turn (client, caller, the error) when even that fails."""
+        try:
+            return self._turn(reason, reason_code)
+        except Exception:
+            log.exception("agent turn could not be built")
+            return AgentTurn(client=self.client, caller=self.caller, reason=reason, reason_code=reason_code)
+
+    def _turn(self, reason: str | None, reason_code: str | None) -> AgentTurn:
         extraction = None
         if self.extraction is not None:
             e = self.extraction
@@ -119,6 +137,8 @@ class _Progress:
                                      citations=[c.product_id for c in self.answer.citations])
         return AgentTurn(
             client=self.client,
+            caller=self.caller,
+            reason_code=reason_code,
             session_id=self.body.session_id,
             cohorts=self.body.cohorts,
             market=self.body.market,
@@ -158,11 +178,14 @@ class AgentGateway:
             llm = LlmClient(service.settings.llm)
         self.llm = llm
         self.extractor = Extractor(llm, max_intent_chars=self.settings.max_intent_chars,
-                                   fallback_to_rules=self.settings.fallback_to_rules)
+                                   fallback_to_rules=self.settings.fallback_to_rules,
+                                   on_bad_output=self.settings.on_bad_output)
         self.sessions = SessionStore(max_turns=self.settings.history_turns,
                                      max_sessions=self.settings.max_sessions)
         self.budgets = Budgets(requests_per_minute=self.settings.requests_per_minute,
-                               tokens_per_day=self.settings.tokens_per_day, clock=clock)
+                               tokens_per_day=self.settings.tokens_per_day, clock=clock,
+                               global_requests_per_minute=self.settings.global_requests_per_minute,
+                               global_tokens_per_day=self.settings.global_tokens_per_day)
         self._recorder = recorder
 
     @property
@@ -172,53 +195,65 @@ class AgentGateway:
         return self._recorder if self._recorder is not None else self.service.recorder
 
     @property
-    def require_policy_match(self) -> bool:
-        if self.settings.require_policy_match is not None:
-            return self.settings.require_policy_match
-        return self.service.settings.search.require_policy_match
+    def abstain(self) -> Abstain:
+        """The abstention mode in force (:func:`agent_gateway.abstention.abstain_mode`)."""
+        return abstain_mode(self.settings, self.service.settings.search.require_policy_match)
 
-    def query(self, body: AgentQuery, *, client: str, request_id: str) -> AgentResponse:
-        """Answer one message and write its one decision record. Raises ``BudgetExceeded``,
-        ``MessageTooLarge``, ``LlmUnavailable`` or ``EngineError`` (recorded first)."""
+    def query(self, body: AgentQuery, *, client: str, request_id: str, caller: str | None = None,
+              ) -> AgentResponse:
+        """Answer one message and write its one decision record. ``caller`` is who the
+        budgets charge (default: ``client``, for callers outside the HTTP API). Raises
+        ``BudgetExceeded``, ``MessageTooLarge``, ``LlmUnavailable`` or ``EngineError``
+        (recorded first)."""
         now = self.clock()
-        progress = _Progress(client, body, "llm" if self.llm is not None else "rules")
+        progress = _Progress(client, caller or client, body, "llm" if self.llm is not None else "rules")
         try:
-            response = self._query(body, client, request_id, now, progress)
+            response = self._query(body, progress.caller, request_id, now, progress)
         except Exception as error:
             if self.recorder is not None and not progress.recorded:  # one record per request
+                progress.recorded = True
                 self.recorder.agent(request_id, progress.turn(), status="error",
                                     error=error_of(as_api_error(error)), time=now)
             raise
         return response
 
-    def _query(self, body: AgentQuery, client: str, request_id: str, now: datetime,
+    def _query(self, body: AgentQuery, caller: str, request_id: str, now: datetime,
                progress: _Progress) -> AgentResponse:
-        self.budgets.admit(client)
+        self.budgets.admit(caller)
         screened = screen(body.message, max_chars=self.settings.max_message_chars)
         progress.screened = screened
-        extraction = self.extractor.extract(screened, self.sessions.history(client, body.session_id))
+        conversation = f"{caller} {progress.client}"
+        extraction = self.extractor.extract(screened, self.sessions.history(conversation, body.session_id))
         progress.extraction = extraction
-        self.budgets.charge(client, extraction.usage.total_tokens)
-        log.info("agent request %s client=%s method=%s flags=%s message_sha256=%s", request_id, client,
-                 extraction.method, ",".join(extraction.flags),
+        self.budgets.charge(caller, extraction.usage.total_tokens)
+        log.info("agent request %s client=%s method=%s flags=%s message_sha256=%s", request_id,
+                 progress.client, extraction.method, ",".join(extraction.flags),
                  hashlib.sha256(screened.text.encode()).hexdigest())
         if extraction.intent is None:
             reason = f"extraction refused: {extraction.refusal}"
-            return self._abstained(request_id, extraction, reason, progress, now)
-        request = SearchRequest(intent=extraction.intent, user_id=body.user_id, cohorts=body.cohorts,
-                                market=body.market)
-        governed = governed_search(self.service, request, require_policy_match=self.require_policy_match,
-                                   now=now)
+            refused = Abstention(extraction.refusal_code or "refused", reason)
+            return self._abstained(request_id, extraction, refused, progress, now)
+        try:
+            request = SearchRequest(intent=extraction.intent, user_id=body.user_id, cohorts=body.cohorts,
+                                    market=body.market)
+        except ValidationError as error:  # the body was validated: only the intent can be refused here
+            problems = "; ".join(str(e["msg"]) for e in error.errors())
+            reason = f"extraction refused: the intent is not a valid search: {problems}"
+            refused = Abstention("invalid_intent", reason)
+            return self._abstained(request_id, extraction, refused, progress, now)
+        governed = governed_search(self.service, request, abstain=self.abstain, now=now)
         if governed.outcome is None:
-            return self._abstained(request_id, extraction, governed.abstained or "", progress, now,
-                                   extraction.intent, governed.compiled)
+            abstention = governed.abstention or Abstention("abstained", "abstained")
+            return self._abstained(request_id, extraction, abstention, progress, now, extraction.intent,
+                                   governed.compiled)
         from control_plane.api.app import search_response
 
         search = search_response(request_id, request, governed.outcome, self.service.profile)
-        answer = self._answer(extraction.intent, search, _language(screened))
+        understood = bool(understood_by(governed.outcome.compiled))
+        answer = self._answer(extraction.intent, search, _language(screened), understood)
         progress.answer = answer
-        self.budgets.charge(client, answer.usage.total_tokens)
-        self.sessions.append(client, body.session_id, Turn(screened.text, extraction.intent))
+        self.budgets.charge(caller, answer.usage.total_tokens)
+        self.sessions.append(conversation, body.session_id, Turn(screened.text, extraction.intent))
         if self.recorder is not None:
             progress.recorded = True
             self.recorder.agent(request_id, progress.turn(search.reason), status=search.status,
@@ -234,11 +269,14 @@ class AgentGateway:
             usage=_usage(extraction.usage + answer.usage),
         )
 
-    def _answer(self, intent: str, search: SearchResponse, language: Language) -> Answer:
+    def _answer(self, intent: str, search: SearchResponse, language: Language, understood: bool) -> Answer:
+        """The phrased answer (``llm_answer``) or the deterministic one; a search that no
+        shop policy understood (``abstain: off``) is said to be loose word matches, and is
+        never phrased by the model as a confident answer."""
         cards = cards_of(search.hits, self.settings.answer_products)
-        if self.settings.llm_answer and self.llm is not None:
+        if self.settings.llm_answer and self.llm is not None and understood:
             return phrased_answer(self.llm, intent, cards, search.total, language)
-        return deterministic_answer(intent, cards, search.total, language)
+        return deterministic_answer(intent, cards, search.total, language, understood=understood)
 
     @staticmethod
     def _extraction_out(extraction: Extraction) -> ExtractionOut:
@@ -246,17 +284,19 @@ class AgentGateway:
                              refusal_code=extraction.refusal_code, usage=_usage(extraction.usage))
 
     def _abstained(
-        self, request_id: str, extraction: Extraction, reason: str, progress: _Progress, now: datetime,
-        intent: str | None = None, compiled: Compiled | None = None,
+        self, request_id: str, extraction: Extraction, abstention: Abstention, progress: _Progress,
+        now: datetime, intent: str | None = None, compiled: Compiled | None = None,
     ) -> AgentResponse:
+        reason = abstention.reason
         if self.recorder is not None:
             progress.recorded = True
-            self.recorder.agent(request_id, progress.turn(reason), status="abstained", compiled=compiled,
-                                time=now)
+            self.recorder.agent(request_id, progress.turn(reason, abstention.code), status="abstained",
+                                compiled=compiled, time=now)
         return AgentResponse(
             request_id=request_id,
             status="abstained",
             reason=reason,
+            reason_code=abstention.code,
             intent=intent,
             extraction=self._extraction_out(extraction),
             search=None,

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import socket
 import threading
 import uuid
 from collections.abc import Sequence
@@ -28,6 +27,7 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel, ValidationError
 
+from agent_gateway.abstention import abstain_mode, understood_by
 from agent_gateway.answer import cards_of, deterministic_answer
 from agent_gateway.gateway import governed_search
 from agent_gateway.guardrails import normalisation_flags
@@ -35,7 +35,7 @@ from agent_gateway.intent_validation import validate_intent
 from agent_gateway.language import language_of
 from agent_gateway.settings import GatewaySettings, gateway_settings
 from control_plane.audit.record import Extraction
-from control_plane.audit.recorder import AgentTurn, Recorder, error_of
+from control_plane.audit.recorder import AgentTurn, Recorder, default_writer_id, error_of
 from control_plane.bootstrap import profile_of
 from control_plane.config import load_settings
 from control_plane.engine import connect
@@ -73,7 +73,8 @@ class SearchProductsResult(BaseModel):
 class ServiceHolder:
     """The search service and its audit recorder, built on first use (the server starts
     without an engine). The recorder writes to the configured sink under its own chain,
-    ``<instance id>-mcp``, since this is a separate writer from the HTTP API."""
+    ``<instance id>-mcp`` (``<host>:<pid>:<random>-mcp`` by default, one chain per process),
+    since this is a separate writer from the HTTP API; ``close`` writes its shutdown checkpoint."""
 
     def __init__(self, clock: Clock, at: datetime | None = None) -> None:
         self.clock = clock
@@ -91,7 +92,7 @@ class ServiceHolder:
         with self._lock:
             if self._service is None:
                 settings = load_settings()
-                writer = f"{settings.audit.instance_id or socket.gethostname()}-mcp"
+                writer = f"{settings.audit.instance_id or default_writer_id()}-mcp"
                 audit = settings.audit.model_copy(update={"instance_id": writer})
                 engine = connect(settings.engine)
                 recorder = Recorder.from_settings(
@@ -99,6 +100,12 @@ class ServiceHolder:
                 )
                 self._service = SearchService(settings, engine, profile_of(settings), recorder=recorder)
             return self._service
+
+    def close(self) -> None:
+        """Seal the recorder's chain with its shutdown checkpoint (if a call ever built it)."""
+        with self._lock:
+            if self._service is not None and self._service.recorder is not None:
+                self._service.recorder.close()
 
 
 def search_products_sync(service: SearchService, gateway: GatewaySettings, intent: str,
@@ -133,15 +140,15 @@ def search_products_sync(service: SearchService, gateway: GatewaySettings, inten
         return SearchProductsResult(request_id=rid, status="abstained", reason=reason, intent=verdict.intent,
                                     answer=f"I can't search for that: {reason}.")
     turn = replace(turn, cohorts=request.cohorts)
-    require = (gateway.require_policy_match if gateway.require_policy_match is not None
-               else service.settings.search.require_policy_match)
+    mode = abstain_mode(gateway, service.settings.search.require_policy_match)
     try:
-        governed = governed_search(service, request, require_policy_match=require, now=now)
+        governed = governed_search(service, request, abstain=mode, now=now)
     except Exception as failure:
         record("error", error=error_of(failure))
         raise
     if governed.outcome is None:
-        turn = replace(turn, reason=governed.abstained)
+        turn = replace(turn, reason=governed.abstained,
+                       reason_code=governed.abstention.code if governed.abstention else None)
         record("abstained", compiled=governed.compiled)
         return SearchProductsResult(request_id=rid, status="abstained", reason=governed.abstained,
                                     intent=verdict.intent,
@@ -160,7 +167,8 @@ def search_products_sync(service: SearchService, gateway: GatewaySettings, inten
         total=search.total,
         products=[Product(citation=c.citation, product_id=c.product_id, title=c.title, brand=c.brand,
                           price=c.price) for c in cards],
-        answer=deterministic_answer(verdict.intent, cards, search.total, language_of(verdict.intent)).text,
+        answer=deterministic_answer(verdict.intent, cards, search.total, language_of(verdict.intent),
+                                    understood=bool(understood_by(governed.outcome.compiled))).text,
     )
 
 
@@ -199,11 +207,15 @@ def main(argv: Sequence[str] | None = None) -> None:
             "auth.search_requires_key is on, but the MCP tool takes no API key:"
             " serve it over stdio (the agent host's process boundary is its access control)"
         )
-    server = build_server(ServiceHolder(system_clock, at))
-    if args.http:
-        server.run("streamable-http", host=args.host, port=args.port)
-    else:
-        server.run("stdio")
+    holder = ServiceHolder(system_clock, at)
+    server = build_server(holder)
+    try:
+        if args.http:
+            server.run("streamable-http", host=args.host, port=args.port)
+        else:
+            server.run("stdio")
+    finally:
+        holder.close()
 
 
 if __name__ == "__main__":

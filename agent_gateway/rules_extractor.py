@@ -7,6 +7,11 @@ at the start, and keeps everything else in the shopper's words and language::
         -> "chocolat pas cher sans arachide"
     "Hi! I'm looking for some cheap chocolate please" -> "cheap chocolate"
 
+Politeness is matched in the spellings shoppers type: "s'il vous plaît", "s il vous plait",
+"sil vous plait", "s'il-vous-plaît", "svp", "s.v.p", "stp", "merci (d'avance)", "bonjour",
+"bjr"...; "please", "pls", "thanks (in advance)", "thx"... (typographic apostrophes are
+plain apostrophes first).
+
 It reads one message; conversation history is ignored (a follow-up such as "cheaper ones"
 stays what it is). Punctuation other than decimal separators and hyphens inside words
 becomes a space, and the guardrails' redaction placeholders (``[email]``, ``[phone]``) are
@@ -24,7 +29,8 @@ _I = r"[iî]"
 #: filler phrases, removed wherever they stand (longest first within each language)
 _FILLER_EN = (
     r"good (?:morning|afternoon|evening|day)", r"hello there", r"hi there", r"hey there",
-    r"thank you(?: very much| so much)?", r"thanks(?: a lot)?", r"many thanks", r"cheers",
+    r"thank (?:you|u)(?: very much| so much)?(?: in advance)?", r"thanks(?: a lot)?(?: in advance)?",
+    r"many thanks", r"cheers", r"thx", r"(?:kind |best )?regards",
     r"i(?:'m| am) (?:looking|searching|hunting|shopping) for", r"(?:looking|searching) for",
     r"i(?:'d| would) (?:like|love)(?: to (?:buy|find|get|have|see))?",
     r"i (?:want|need)(?: to (?:buy|find|get|see))?", r"i(?:'m| am) after",
@@ -37,8 +43,10 @@ _FILLER_EN = (
     r"maybe", r"perhaps", r"just", r"actually", r"something like",
 )
 _FILLER_FR = (
-    rf"s'il vous pla{_I}t", rf"s'il te pla{_I}t", r"svp", r"stp",
-    r"merci(?: beaucoup| bien)?", r"bonjour", r"bonsoir", r"salut", r"coucou", r"hello",
+    rf"s(?:'|\s)?il[\s-](?:vous|te)[\s-]pla{_I}t", r"svp", r"stp", r"s v p", r"s t p",
+    r"merci(?: beaucoup| bien)?(?: d'avance| par avance)?", r"je vous remercie(?: d'avance)?",
+    rf"bonne (?:journ{_E}e|soir{_E}e)", r"cordialement",
+    r"bonjour", r"bonsoir", r"salut", r"coucou", r"hello", r"bjr", r"slt",
     r"je (?:re)?cherche", r"je voudrais(?: acheter| trouver| avoir)?",
     r"j'aimerais(?: acheter| trouver| avoir)?",
     r"je veux(?: acheter| trouver)?", r"il me faut", r"j'ai besoin d'", r"j'ai besoin de",
@@ -67,12 +75,14 @@ _LEADING = re.compile(
     r"|(?:de l'|d'|l')\s*)+",
     re.IGNORECASE,
 )
+#: apostrophes as shoppers' keyboards type them: typographic, modifier letter, accents
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\u00b4": "'", "`": "'"})
 _PUNCT = re.compile(r"(?<!\d)[.,]|[.,](?!\d)|[!?;:()\"«»…]|(?<!\w)-|-(?!\w)")
 
 
 def normalise(text: str) -> str:
     """NFC, typographic apostrophes made plain, punctuation made spaces, spaces collapsed."""
-    text = unicodedata.normalize("NFC", text).replace("\u2019", "'").replace("\u2018", "'")
+    text = unicodedata.normalize("NFC", text).translate(_APOSTROPHES)
     return " ".join(_PUNCT.sub(" ", text).split())
 
 

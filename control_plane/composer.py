@@ -81,9 +81,10 @@ A rule value ``"{name}"`` is replaced by what the pattern captured under that na
   edges ignored), taking the union of the hits. A catalog value also stands for itself.
   No hit for any word: ``capture_unmapped``, and the policy's span is not consumed;
 - every other use takes the captured words as written (``{item}`` in a boost's values);
-- a price bound ``"{amount}"`` parses the words as one number: ``5``, ``5€``, ``$5``,
-  ``5,50`` (decimal comma) and ``1,000.50`` all work; anything else is
-  ``capture_unmapped``;
+- a price bound ``"{amount}"`` parses the words as one amount: ``5``, ``5€``, ``$5``,
+  ``5,50`` (decimal comma), ``1,000.50`` and ``12,50 euros`` all work; anything else is
+  ``capture_unmapped``, including a number followed by another word ("under 10 words",
+  "moins de 500 g": it counts something else);
 - a value with text around the placeholder (``"{item}-free"``) gets one value per mapped
   value; a single-valued text (a rewrite's ``from``/``to``) takes them joined by a space;
 - several captures with one name (``without nuts without milk``) give the union of their

@@ -31,8 +31,14 @@ from control_plane.policy import (
 VocabularyIndex = Mapping[str, tuple[str, ...]]
 
 _EDGES = re.compile(r"^[\W_]+|[\W_]+$")
-_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _THOUSANDS = re.compile(r"\d{1,3}(?:,\d{3})+")
+_CURRENCY_SIGNS = r"[$€£¥]"
+_CURRENCY_WORDS = r"euros?|eur|dollars?|usd|pounds?|gbp|bucks|balles"
+#: one amount: an optional sign, a number, an optional sign or currency word
+_AMOUNT = re.compile(
+    rf"(?:{_CURRENCY_SIGNS}\s*)?(?P<number>\d+(?:[.,]\d+)*)(?:\s*{_CURRENCY_SIGNS}|\s+(?:{_CURRENCY_WORDS}))?",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -83,13 +89,15 @@ def look_up(index: VocabularyIndex, text: str) -> tuple[str, ...]:
 
 
 def parse_price(text: str) -> float | None:
-    """``"5"``, ``"5€"``, ``"$5"``, ``"5,50"``, ``"1,000.50"`` -> a number.
+    """``"5"``, ``"5€"``, ``"$5"``, ``"5,50"``, ``"1,000.50"``, ``"12,50 euros"`` -> a number.
 
-    None unless the text holds exactly one number."""
-    numbers = _NUMBER.findall(text)
-    if len(numbers) != 1:
+    None unless the text is one amount: a number, with at most a currency sign or word
+    (:data:`_AMOUNT`). A number followed by any other word counts something else ("10
+    words", "500 g", "3 packs") and is not a price."""
+    amount = _AMOUNT.fullmatch(text.strip())
+    if amount is None:
         return None
-    number = numbers[0]
+    number = amount.group("number")
     if ("," in number and "." in number) or _THOUSANDS.fullmatch(number):
         number = number.replace(",", "")
     elif number.count(",") == 1:

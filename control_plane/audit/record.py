@@ -123,6 +123,9 @@ class DecisionRecord(Model):
     unless the request previewed another instant; None in records written before it was
     recorded"""
     client: str | None = None
+    caller: str | None = None
+    """agent requests: who the budgets charged (``key:<principal>`` or ``address:<ip>``;
+    ``client`` is then the caller's label); its sha256 when raw storage is off"""
     endpoint: str = "search"
     """``search`` (``POST /v1/search``) or ``agent`` (``POST /v1/agent/query``)"""
     session_id: str | None = None
@@ -159,6 +162,9 @@ class DecisionRecord(Model):
     """``ok``, ``no_results``, ``abstained`` or ``error``"""
     reason: str | None = None
     """agent requests: why the gateway abstained, or the search's ``no_results`` reason"""
+    reason_code: str | None = None
+    """agent requests that abstained: the reason's code (``no_policy_applied``,
+    ``llm_bad_output``, an intent refusal's code...)"""
     tier: str | None = None
     tiers: list[TierRunOut] = []
     hits: int = 0

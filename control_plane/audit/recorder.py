@@ -78,6 +78,8 @@ class AgentTurn:
 
     client: str | None = None
     session_id: str | None = None
+    caller: str | None = None
+    reason_code: str | None = None
     cohorts: tuple[str, ...] = ()
     market: str | None = None
     user_id: str | None = None
@@ -470,30 +472,68 @@ class Recorder:
         extraction), or failed (``error``; ``status`` is then ``error``)."""
         raw = self.store_raw_intent
         fields: dict[str, Any]
-        if outcome is not None:
-            fields = _outcome_fields(outcome, raw)
-        elif compiled is not None:
-            fields = _compiled_fields(compiled, raw, served=False)
-        else:
-            fields = _received_intent_fields(turn.intent, raw)
-        fields["status"] = "error" if error is not None else status
-        record = DecisionRecord(
-            request_id=request_id,
-            **self._instants(time, now),
-            client=turn.client,
-            endpoint=endpoint,
-            session_id=pseudonym(turn.session_id, raw),
-            extraction=turn.extraction,
-            request=request_params(turn.cohorts, turn.market, turn.user_id, 1, 10, raw),
-            reason=turn.reason,
-            usage=turn.usage,
-            answer=turn.answer,
-            error=error,
-            **fields,
-        )
-        data = record.model_dump(mode="json")
+        try:
+            if outcome is not None:
+                fields = _outcome_fields(outcome, raw)
+            elif compiled is not None:
+                fields = _compiled_fields(compiled, raw, served=False)
+            else:
+                fields = _received_intent_fields(turn.intent, raw)
+            fields["status"] = "error" if error is not None else status
+            record = DecisionRecord(
+                request_id=request_id,
+                **self._instants(time, now),
+                client=turn.client,
+                caller=pseudonym(turn.caller, raw),
+                endpoint=endpoint,
+                session_id=pseudonym(turn.session_id, raw),
+                extraction=turn.extraction,
+                request=request_params(turn.cohorts, turn.market, turn.user_id, 1, 10, raw),
+                reason=turn.reason,
+                reason_code=turn.reason_code,
+                usage=turn.usage,
+                answer=turn.answer,
+                error=error,
+                **fields,
+            )
+            data = record.model_dump(mode="json")
+        except Exception as failure:  # the request still gets its one record: a minimal one
+            log.exception("decision record %s could not be built; writing a minimal one", request_id)
+            data = self.minimal(request_id, failure, status=status, error=error, client=turn.client,
+                                endpoint=endpoint, time=time, now=now)
+            outcome = None
         self._write(data, outcome.stages if outcome is not None else ())
         return data
+
+    def minimal(
+        self,
+        request_id: str,
+        failure: BaseException,
+        *,
+        status: str,
+        error: ErrorOut | None = None,
+        client: str | None = None,
+        endpoint: str = "agent",
+        time: datetime | None = None,
+        now: datetime | None = None,
+    ) -> dict[str, Any]:
+        """The record of a request whose full record could not be built (not written here):
+        its id, instants, endpoint, client and status, and the error ``record_incomplete``
+        naming the failure (and the error the request answered with, if any)."""
+        answered = f"; the request answered {error.status} {error.code}" if error is not None else ""
+        record = DecisionRecord(
+            request_id=str(request_id),
+            **self._instants(time, now),
+            client=client if isinstance(client, str) else None,
+            endpoint=str(endpoint),
+            status="error" if error is not None else str(status),
+            error=ErrorOut(
+                code="record_incomplete",
+                message=f"the decision record could not be built ({type(failure).__name__}){answered}",
+                status=error.status if error is not None else 200,
+            ),
+        )
+        return record.model_dump(mode="json")
 
     def failure(
         self,

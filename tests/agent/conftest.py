@@ -1,8 +1,12 @@
 """Agent-gateway fixtures: the real engine fixtures of the e2e suite, and a local
-OpenAI-compatible server that records every request and answers scripted completions."""
+OpenAI-compatible server that records every request and answers scripted completions --
+including every malformed answer a hostile or broken endpoint may give (``tests/hostile``):
+a raw HTTP body, another content type, a compressed or unsized body, a body dripped out
+slowly, a ``usage`` given verbatim or left out, a refusal, a finish reason."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import socket
 import threading
@@ -20,6 +24,10 @@ from tests.e2e.conftest import ready, service, settings  # noqa: F401
 ROOT = Path(__file__).resolve().parents[2]
 
 
+OMIT = object()
+"""``Reply(usage_json=OMIT)``: the answer has no ``usage`` at all"""
+
+
 @dataclass
 class Reply:
     """One scripted answer: a JSON object as the message content (or raw text), after a delay."""
@@ -29,6 +37,18 @@ class Reply:
     delay_s: float = 0.0
     status: int = 200
     usage: tuple[int, int] = (40, 6)
+    usage_json: Any = None
+    """the ``usage`` value verbatim (``OMIT``: none), instead of ``usage``"""
+    body: bytes | None = None
+    """the whole HTTP body verbatim, instead of a completion"""
+    content_type: str = "application/json"
+    refusal: str | None = None
+    finish_reason: str = "stop"
+    gzip: bool = False
+    unsized: bool = False
+    """sent without ``Content-Length``: the body runs until the connection closes"""
+    drip_s: float = 0.0
+    """after the headers, one byte of body every ``drip_s`` seconds"""
 
 
 @dataclass
@@ -53,40 +73,63 @@ def _handler(fake: FakeLlm) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             length = int(self.headers.get("content-length", "0"))
             body = json.loads(self.rfile.read(length) or b"{}")
-            fake.requests.append({"path": self.path, "body": body})
+            fake.requests.append({"path": self.path, "body": body, "headers": dict(self.headers)})
             reply = fake.next_reply()
             if reply.delay_s:
                 time.sleep(reply.delay_s)
-            content = reply.raw if reply.raw is not None else json.dumps(reply.content)
-            payload = {
-                "id": "chatcmpl-test",
-                "object": "chat.completion",
-                "created": 0,
-                "model": body.get("model", "test"),
-                "choices": [
-                    {
-                        "index": 0,
-                        "finish_reason": "stop",
-                        "message": {"role": "assistant", "content": content},
-                    }
-                ],
-                "usage": {
-                    "prompt_tokens": reply.usage[0],
-                    "completion_tokens": reply.usage[1],
-                    "total_tokens": sum(reply.usage),
-                },
-            }
-            data = json.dumps(payload).encode() if reply.status == 200 else b'{"error": {"message": "boom"}}'
+            data = _body(reply, body)
             try:
                 self.send_response(reply.status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
+                self.send_header("content-type", reply.content_type)
+                if reply.gzip:
+                    data = gzip.compress(data)
+                    self.send_header("content-encoding", "gzip")
+                if not reply.unsized:
+                    self.send_header("content-length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                self._write(reply, data)
             except (BrokenPipeError, ConnectionResetError):
                 pass
 
+        def _write(self, reply: Reply, data: bytes) -> None:
+            if reply.drip_s:
+                for i in range(len(data)):
+                    self.wfile.write(data[i : i + 1])
+                    self.wfile.flush()
+                    time.sleep(reply.drip_s)
+            else:
+                for start in range(0, len(data), 65_536):
+                    self.wfile.write(data[start : start + 65_536])
+
     return Handler
+
+
+def _body(reply: Reply, request: dict[str, Any]) -> bytes:
+    if reply.body is not None:
+        return reply.body
+    if reply.status != 200:
+        return b'{"error": {"message": "boom"}}'
+    content = reply.raw if reply.raw is not None else json.dumps(reply.content)
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if reply.refusal is not None:
+        message = {"role": "assistant", "content": None, "refusal": reply.refusal}
+    payload: dict[str, Any] = {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": 0,
+        "model": request.get("model", "test"),
+        "choices": [{"index": 0, "finish_reason": reply.finish_reason, "message": message}],
+        "usage": {
+            "prompt_tokens": reply.usage[0],
+            "completion_tokens": reply.usage[1],
+            "total_tokens": sum(reply.usage),
+        },
+    }
+    if reply.usage_json is OMIT:
+        del payload["usage"]
+    elif reply.usage_json is not None:
+        payload["usage"] = reply.usage_json
+    return json.dumps(payload).encode()
 
 
 @pytest.fixture()

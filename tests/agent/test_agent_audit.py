@@ -100,6 +100,7 @@ def test_a_served_query_writes_one_agent_record(make_audited: MakeAudited, fake_
     assert len(audited.records()) == 1  # the gateway's search is not recorded a second time
     assert (record["endpoint"], record["kind"], record["schema_version"]) == ("agent", "decision", 1)
     assert (record["client"], record["session_id"], record["status"]) == ("shop-bot", "conv-1", "ok")
+    assert record["caller"] == "address:testclient"  # the label is not who is charged
     assert record["intent"] == "cheap chocolate" and record["intent_sha256"] == sha256_text("cheap chocolate")
     assert record["extraction"] == {
         "method": "llm",
@@ -133,14 +134,15 @@ def test_abstentions_and_refusals_are_recorded(make_audited: MakeAudited, fake_l
     assert body["status"] == "abstained"
     assert refused["status"] == "abstained" and refused["endpoint"] == "agent"
     assert refused["reason"] == body["reason"] and refused["reason"].startswith("extraction refused:")
-    assert refused["extraction"]["refusal_code"] == "instruction"
+    assert refused["extraction"]["refusal_code"] == refused["reason_code"] == "instruction"
     assert {"ignore_instructions", "system_prompt"} <= set(refused["extraction"]["flags"])
     assert refused["intent"] is None and refused["intent_sha256"] is None  # a refused intent is not kept
     assert refused["policy_set_version"] is None and refused["applied_policies"] == []
 
     fake_llm.script(Reply({"intent": "lentils"}))
     body, guards_only = audited.ask("lentils please")
-    assert body["status"] == "abstained" and "only guards matched" in guards_only["reason"]
+    assert body["status"] == "abstained" and body["reason_code"] == guards_only["reason_code"]
+    assert guards_only["reason_code"] == "no_policy_applied" and "no shop policy" in guards_only["reason"]
     assert guards_only["intent"] == "lentils" and guards_only["policy_set_version"]
     assert guards_only["matched"] and all(m["kind"] == "guard" for m in guards_only["matched"])
     assert guards_only["applied"] == [] and guards_only["applied_policies"] == []
@@ -174,7 +176,7 @@ def test_failures_are_recorded_once(make_audited: MakeAudited, closed_port_url: 
 
 
 def test_requests_refused_before_or_by_the_handler(make_audited: MakeAudited) -> None:
-    audited = make_audited(GatewaySettings(requests_per_minute=1))
+    audited = make_audited(GatewaySettings(requests_per_minute=2))  # the 413 is counted too
     cases = [
         ({"message": ""}, {}, 422, "invalid_request"),  # the body: refused before the handler
         ({"message": "oranges", "sql": "1"}, {}, 422, "invalid_request"),

@@ -114,10 +114,13 @@ def test_refused_extraction_abstains(rules_client: TestClient) -> None:
 def test_require_policy_match_abstains_when_only_guards_match(service: SearchService) -> None:
     with client_for(service, GatewaySettings(require_policy_match=True)) as client:
         body = client.post("/v1/agent/query", json={"message": "lentils please"}).json()
-        assert body["status"] == "abstained" and "only guards matched" in body["reason"]
+        assert body["status"] == "abstained" and body["reason_code"] == "no_policy_applied"
         assert body["search"] is None and body["answer"]["citations"] == []
         body = client.post("/v1/agent/query", json={"message": "cheap chocolate please"}).json()
         assert body["status"] == "ok"
+    with client_for(service, GatewaySettings(require_policy_match=False)) as client:  # the old default
+        body = client.post("/v1/agent/query", json={"message": "lentils please"}).json()
+        assert body["status"] in ("ok", "no_results") and body["reason_code"] is None
 
 
 def test_requests_per_minute_budget_answers_429(service: SearchService) -> None:
@@ -131,8 +134,12 @@ def test_requests_per_minute_budget_answers_429(service: SearchService) -> None:
         response = client.post("/v1/agent/query", json={"message": "oranges"}, headers=headers)
         assert response.status_code == 429
         error = response.json()["error"]
-        assert error["code"] == "rate_limited" and "bot-1" in error["message"]
-        assert client.post("/v1/agent/query", json={"message": "oranges"}).status_code == 200  # anonymous
+        assert error["code"] == "rate_limited" and "address:testclient" in error["message"]
+        assert error["details"] == [{"budget": "requests_per_minute", "retry_after_s": 60}]
+        # the label is not the caller: another one, or none, is still the same address
+        for other in ({"X-Client-Id": "bot-2"}, {}):
+            again = client.post("/v1/agent/query", json={"message": "oranges"}, headers=other)
+            assert again.status_code == 429
 
 
 def test_token_budget_counts_model_usage(service: SearchService, fake_llm: FakeLlm) -> None:

@@ -55,3 +55,29 @@ def test_sessions_keep_the_last_turns_per_client_and_evict_old_sessions() -> Non
     store.append("c1", "s3", Turn("m", "i"))
     assert len(store) == 2
     assert store.history("c1", "s1") == ()  # least recently used, evicted
+
+
+def test_the_global_cap_holds_across_callers() -> None:
+    clock = Clock()
+    budgets = Budgets(requests_per_minute=10, tokens_per_day=1000, clock=clock,
+                      global_requests_per_minute=3, global_tokens_per_day=100)
+    for caller in ("address:10.0.0.1", "address:10.0.0.2", "key:shop"):
+        budgets.admit(caller)
+    with pytest.raises(BudgetExceeded) as error:
+        budgets.admit("address:10.0.0.9")  # a new caller, under its own budget: the gateway's is spent
+    assert error.value.budget == "global_requests_per_minute" and "all callers" in error.value.message
+    clock.now += timedelta(seconds=61)
+    budgets.charge("key:shop", 60)
+    budgets.charge("address:10.0.0.1", 40)
+    assert budgets.global_tokens_used() == 100 and budgets.tokens_used("key:shop") == 60
+    with pytest.raises(BudgetExceeded) as error:
+        budgets.admit("address:10.0.0.2")
+    assert error.value.budget == "global_tokens_per_day"
+
+
+def test_a_callers_own_budget_is_refused_before_the_global_one() -> None:
+    budgets = Budgets(requests_per_minute=1, tokens_per_day=1000, clock=Clock(), global_requests_per_minute=1)
+    budgets.admit("key:a")
+    with pytest.raises(BudgetExceeded) as error:
+        budgets.admit("key:a")
+    assert error.value.budget == "requests_per_minute" and "caller 'key:a'" in error.value.message

@@ -22,6 +22,16 @@ CASES = [
     ("merci beaucoup !", ""),
     ("peut-être du chocolat noir", "chocolat noir"),
     ("Bonjour, peut-etre des oranges", "oranges"),
+    # politeness as shoppers type it
+    ("Bonjour, je cherche du thé vert bio s il vous plait", "thé vert bio"),
+    ("du thé vert bio sil vous plait", "thé vert bio"),
+    ("thé vert s'il-vous-plaît, merci d'avance", "thé vert"),
+    ("thé vert s\u02bcil te plaît", "thé vert"),
+    ("Bjr, du thé vert S.V.P", "thé vert"),
+    ("thé vert stp, bonne journée", "thé vert"),
+    ("Bonsoir, je vous remercie, du thé vert. Cordialement", "thé vert"),
+    ("green tea thx", "green tea"),
+    ("green tea, thanks in advance, kind regards", "green tea"),
 ]
 
 
