@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 local_engine/target/classpath.txt: local_engine/pom.xml $(wildcard local_engine/src/main/java/dev/govsearch/engine/*.java)
-	cd local_engine && mvn -B -q package -DskipTests
+	cd local_engine && mvn -B -q package -DskipTests && touch target/classpath.txt
 
 demo: setup
 	$(BIN)/govsearch demo

@@ -12,6 +12,7 @@ that received the request passes its instant (see :mod:`control_plane.times`).
 
 from __future__ import annotations
 
+import contextvars
 import json
 import threading
 import time
@@ -199,7 +200,8 @@ class SearchService:
             boosts = personalization.purchase_boosts(cached.purchases, now)
             return replace(cached, cached=True, personalization=boosts)
         purchases = (
-            self._pool.submit(
+            self._pool.submit(  # with the request's context: its deadline bounds this call too
+                contextvars.copy_context().run,
                 _timed,
                 stages,
                 "purchases",

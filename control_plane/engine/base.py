@@ -76,7 +76,21 @@ class Engine(ABC):
     # --- indices and aliases ----------------------------------------------------
 
     def create_index(self, name: str, body: Mapping[str, Any]) -> None:
-        self.request("PUT", _path(name), body=body)
+        """Create an index. On a cluster of several nodes, an index the body gives no
+        replica gets one, so losing one node loses no shard; a single node keeps 0 (a
+        replica could never be assigned there and health would stay yellow)."""
+        self.request("PUT", _path(name), body=with_replicas(body, self.node_count()))
+
+    def node_count(self) -> int:
+        return int(self.health().get("number_of_nodes", 1))
+
+    def indices_health(self, indices: Sequence[str], *, timeout_s: float) -> dict[str, Any]:
+        """The cluster health restricted to ``indices`` (concrete names or aliases), asked
+        with a short timeout (readiness)."""
+        result: dict[str, Any] = self.request(
+            "GET", _path("_cluster", "health", ",".join(indices)), timeout_s=timeout_s
+        )
+        return result
 
     def ensure_index(self, name: str, body: Mapping[str, Any]) -> None:
         """Create the index unless it exists (another process creating it meanwhile is fine)."""
@@ -226,6 +240,23 @@ class Engine(ABC):
         )
         tokens: list[dict[str, Any]] = result["tokens"]
         return tokens
+
+
+def with_replicas(body: Mapping[str, Any], nodes: int) -> dict[str, Any]:
+    """``body`` with ``number_of_replicas`` raised to 1 when ``nodes`` > 1 (an explicit
+    count above that is kept)."""
+    settings = dict(body.get("settings") or {})
+    nested = dict(settings.get("index") or {})
+    given = settings.pop("number_of_replicas", None)
+    given = settings.pop("index.number_of_replicas", given)
+    given = nested.pop("number_of_replicas", given)
+    if nested:
+        settings["index"] = nested
+    elif "index" in settings:
+        del settings["index"]
+    replicas = max(int(given or 0), 1 if nodes > 1 else 0)
+    settings["number_of_replicas"] = replicas
+    return {**body, "settings": settings}
 
 
 def _reason(error: Any) -> str:
