@@ -167,17 +167,15 @@ def start(
                     f"port {taken} is already in use on 127.0.0.1: stop what holds it or pass --port"
                 )
     cluster = cluster_name or ("govsearch-local" if nodes == 1 else f"govsearch-local-{port}")
-    names = [f"{cluster}-{i + 1}" for i in range(nodes)]
+    names = ["govsearch-local-1"] if nodes == 1 else [f"{cluster}-{i + 1}" for i in range(nodes)]
     classpath = build_classpath()
     started: list[tuple[subprocess.Popen[bytes], NodeState]] = []
     for i, (http, transport) in enumerate(ports):
         home = data_dir if nodes == 1 else data_dir / f"node-{i + 1}"
-        options = [] if nodes == 1 else [
-            "--cluster-name", cluster,
-            "--node-name", names[i],
-            "--seed-hosts", ",".join(f"127.0.0.1:{t}" for _, t in ports),
-            "--initial-cluster-manager-nodes", ",".join(names),
-        ]
+        options = ["--cluster-name", cluster, "--node-name", names[i]]
+        if nodes > 1:
+            seeds = ",".join(f"127.0.0.1:{t}" for _, t in ports)
+            options += ["--seed-hosts", seeds, "--initial-cluster-manager-nodes", ",".join(names)]
         started.append(_launch(classpath, home, http, transport, heap, cluster, options))
     first = started[0][1]
     members = tuple(node for _, node in started) if nodes > 1 else ()

@@ -29,6 +29,12 @@ class EngineUnavailable(EngineError):
     code = "engine_unavailable"
 
 
+class EnginePartialResults(EngineError):
+    """Some shards failed: the answer would lack what they hold (policies, products)."""
+
+    code = "engine_partial_results"
+
+
 class EngineTimeout(EngineUnavailable):
     """The engine did not answer within the configured timeout."""
 
@@ -168,9 +174,19 @@ class Engine(ABC):
     def search(
         self, index: str, body: Mapping[str, Any], *, timeout_s: float | None = None
     ) -> dict[str, Any]:
+        """A search; partial results (a failed shard) raise: a percolation missing a shard
+        would miss policies, so the caller fails closed instead of serving less governance."""
         result: dict[str, Any] = self.request(
             "POST", _path(index, "_search"), body=body, timeout_s=timeout_s
         )
+        shards = result.get("_shards") or {}
+        if shards.get("failed"):
+            raise EnginePartialResults(
+                f"search on {index}: {shards['failed']} of {shards.get('total')} shards failed:"
+                f" {_reason((shards.get('failures') or [{}])[0].get('reason'))}",
+                status=503,
+                info=shards.get("failures"),
+            )
         return result
 
     def msearch(self, searches: Sequence[tuple[str, Mapping[str, Any]]]) -> list[dict[str, Any]]:
