@@ -304,7 +304,8 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument(
         "--port",
         type=int,
-        help="HTTP port of the first node (default 9200; node i uses port+i, transport port+100+i)",
+        help="HTTP port of the first node (default 9200; transport port+100; the next nodes take the"
+        " next ports)",
     )
     start.add_argument(
         "--data-dir", help="where the nodes keep data and logs (default .govsearch/engine)"

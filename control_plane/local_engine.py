@@ -3,8 +3,8 @@
 Each node runs in the background as a plain ``java`` process; their pids, ports and log
 paths are kept in ``DATA_DIR/engine.json`` so ``stop`` stops exactly the processes ``start``
 made. One node (the default) runs single-node discovery; ``nodes=3`` starts three nodes on
-loopback that form one cluster (node ``i`` on HTTP port ``port + i`` and transport port
-``port + 100 + i``, data under ``DATA_DIR/node-<i>``), see ``docs/adr/`` (local cluster).
+loopback that form one cluster (node ``i``, from 1, on HTTP port ``port + i - 1`` and transport
+port ``port + 100 + i - 1``, data under ``DATA_DIR/node-<i>``), see ``docs/adr/0007-local-cluster.md``.
 """
 
 from __future__ import annotations

@@ -202,7 +202,9 @@ def test_three_nodes_two_instances_a_node_killed_and_a_promotion(
         "cluster_of_two_after_kill_s": round(reformed + (promoted_at - killed_at), 3) if reformed else None,
         "versions_served": sorted(v[:12] for v in versions if v),
         "records_per_instance": records,
-        "audit_verify": {name: done.stdout.splitlines()[:1] for name, done in verified.items()},
+        "audit_verify": {
+            name: (done.stdout.splitlines() or [""])[0].split(" in ")[0] for name, done in verified.items()
+        },
         "serve_exit_codes": codes,
     }
     record("three_nodes", figures)
