@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from control_plane import matcher, personalization, policy_store
+from control_plane import deadline, matcher, personalization, policy_store
 from control_plane.catalog.profile import CatalogProfile
 from control_plane.catalog.stats import CategoryStats, stats_from_json
 from control_plane.composer import ComposeContext, compose
@@ -185,6 +185,7 @@ class SearchService:
 
     # --- pipeline -----------------------------------------------------------------
 
+    @deadline.enforced
     def compile(self, request: SearchRequest, now: datetime) -> Compiled:
         """The plan for ``request`` with policies evaluated at ``now`` (windows, purchase
         ages): the caller's instant, never a clock read here."""
@@ -263,6 +264,7 @@ class SearchService:
             size=request.size,
         )
 
+    @deadline.enforced
     def search(self, request: SearchRequest, now: datetime) -> Outcome:
         """Compile ``request`` at ``now`` and execute it, falling back tier by tier."""
         stages: list[StageTiming] = []

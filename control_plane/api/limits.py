@@ -92,5 +92,5 @@ class RequestDeadline:
         if scope["type"] != "http" or scope["path"] not in self.paths:
             await self.app(scope, receive, send)
             return
-        with deadline.bounded(self.seconds):  # the context follows the request into threads
+        with deadline.requested(self.seconds):  # the context follows the request into threads
             await self.app(scope, receive, send)

@@ -142,6 +142,17 @@ def test_engine_calls_get_what_remains_of_the_deadline() -> None:
     assert deadline.current() is None
 
 
+def test_a_requested_deadline_binds_only_the_enforced_work() -> None:
+    """The request's deadline bounds the search pipeline, not what runs after it (writing
+    the decision record)."""
+    inside = deadline.enforced(lambda: deadline.call_timeout(5.0))
+    with deadline.requested(1e-9):
+        assert deadline.call_timeout(5.0) == 5.0  # e.g. the record's write
+        with pytest.raises(deadline.DeadlineExceeded):
+            inside()
+    assert inside() == 5.0
+
+
 # --- body limit -----------------------------------------------------------------
 
 
