@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test test-unit test-clocks lint typecheck bench bench-lifecycle engine-start engine-stop clean
+.PHONY: setup demo test test-unit test-clocks drills lint typecheck bench bench-lifecycle engine-start engine-stop clean
 
 setup: $(STAMP) local_engine/target/classpath.txt
 
@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 local_engine/target/classpath.txt: local_engine/pom.xml $(wildcard local_engine/src/main/java/dev/govsearch/engine/*.java)
-	cd local_engine && mvn -B -q package -DskipTests
+	cd local_engine && mvn -B -q package -DskipTests && touch target/classpath.txt
 
 demo: setup
 	$(BIN)/govsearch demo
@@ -38,6 +38,11 @@ test-clocks: setup
 	  GOVSEARCH_TEST_TRAVEL=$$at GOVSEARCH_ENGINE_URL=http://127.0.0.1:9 $(BIN)/pytest -q -m "not engine" || exit 1; \
 	  GOVSEARCH_TEST_TRAVEL=$$at $(BIN)/pytest -q tests/policies tests/lifecycle/test_time_as_input.py || exit 1; \
 	done
+
+# Failure drills (tests/drills: engine killed, paused, chunked body, three nodes), with their
+# figures recorded under bench/results/drills/.
+drills: setup
+	GOVSEARCH_DRILL_RESULTS=1 $(BIN)/pytest -q -m drill tests/drills
 
 lint: setup
 	$(BIN)/ruff check control_plane agent_gateway tests bench

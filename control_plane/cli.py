@@ -28,16 +28,22 @@ def _data_dir(args: argparse.Namespace, settings: Settings) -> Path:
 
 def cmd_engine_start(args: argparse.Namespace, settings: Settings) -> int:
     local = settings.engine.local
+    nodes = args.nodes or local.nodes
     try:
         state = local_engine.start(
             port=args.port or local.port,
             data_dir=_data_dir(args, settings),
-            heap=args.heap or local.heap,
+            heap=args.heap or (local.heap if nodes == 1 else local.cluster_heap),
             timeout_s=args.timeout or local.start_timeout_s,
+            nodes=nodes,
+            cluster_name=args.cluster_name,
         )
     except local_engine.LocalEngineError as error:
         raise CliError(str(error)) from error
-    print(state.url)
+    if state.members:
+        print(" ".join(node.url for node in state.members))
+    else:
+        print(state.url)
     return 0
 
 
@@ -50,6 +56,8 @@ def cmd_engine_status(args: argparse.Namespace, settings: Settings) -> int:
         "up": health is not None,
         "status": (health or {}).get("status"),
         "pid": state.pid if state else None,
+        "nodes": (health or {}).get("number_of_nodes"),
+        "pids": [node.pid for node in state.nodes] if state else [],
     }
     if args.json:
         print_json(report)
@@ -60,7 +68,8 @@ def cmd_engine_status(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_engine_stop(args: argparse.Namespace, settings: Settings) -> int:
     state = local_engine.stop(_data_dir(args, settings))
-    print(f"stopped pid {state.pid}" if state else "no local engine was running")
+    pids = " ".join(str(node.pid) for node in state.nodes) if state else ""
+    print(f"stopped pid {pids}" if state else "no local engine was running")
     return 0
 
 
@@ -287,16 +296,31 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", help="configuration file (default: ./govsearch.yaml)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    engine = commands.add_parser("engine", help="manage the embedded local OpenSearch node")
+    engine = commands.add_parser("engine", help="manage the embedded local OpenSearch node(s)")
     engine_commands = engine.add_subparsers(dest="engine_command", required=True, metavar="ACTION")
     start = engine_commands.add_parser(
         "start", help="start the node in the background and wait until healthy"
     )
-    start.add_argument("--port", type=int, help="HTTP port (default 9200; transport uses port+100)")
     start.add_argument(
-        "--data-dir", help="where the node keeps data and logs (default .govsearch/engine)"
+        "--port",
+        type=int,
+        help="HTTP port of the first node (default 9200; transport port+100; the next nodes take the"
+        " next ports)",
     )
-    start.add_argument("--heap", help="JVM heap, e.g. 512m (default)")
+    start.add_argument(
+        "--data-dir", help="where the nodes keep data and logs (default .govsearch/engine)"
+    )
+    start.add_argument(
+        "--nodes",
+        type=int,
+        help="how many nodes form the cluster (default 1: single-node discovery; with more,"
+        " indices get one replica and one node can be lost)",
+    )
+    start.add_argument(
+        "--cluster-name",
+        help="cluster name (default govsearch-local, or govsearch-local-PORT for several nodes)",
+    )
+    start.add_argument("--heap", help="JVM heap per node, e.g. 512m (default; 384m with --nodes)")
     start.add_argument(
         "--timeout", type=float, help="seconds to wait for a healthy cluster (default 180)"
     )
@@ -306,7 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--data-dir")
     status.add_argument("--json", action="store_true", help="print a JSON report")
     status.set_defaults(run=cmd_engine_status)
-    stop = engine_commands.add_parser("stop", help="stop the node that 'engine start' started")
+    stop = engine_commands.add_parser("stop", help="stop the node(s) that 'engine start' started")
     stop.add_argument("--data-dir")
     stop.set_defaults(run=cmd_engine_stop)
 

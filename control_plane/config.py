@@ -24,6 +24,10 @@ class LocalEngineSettings(Section):
     port: int = 9200
     data_dir: str = ".govsearch/engine"
     heap: str = "512m"
+    nodes: int = Field(default=1, ge=1)
+    """``engine start`` starts this many nodes forming one cluster (``--nodes``)"""
+    cluster_heap: str = "384m"
+    """each node's heap when ``nodes`` is more than one"""
     start_timeout_s: float = 180.0
 
 
@@ -57,6 +61,10 @@ class ApiSettings(Section):
     host: str = "127.0.0.1"
     port: int = 8000
     max_body_bytes: int = 16_384
+    """bodies over this many bytes (declared or received) get 413 ``request_too_large``"""
+    request_deadline_s: float | None = Field(default=None, gt=0)
+    """a search or compile request's total budget, engine calls included; past it the
+    request answers 503 ``deadline_exceeded``. None: the engine timeout plus one second"""
 
 
 class AuthSettings(Section):
@@ -117,6 +125,10 @@ class Settings(Section):
     audit: AuditSettings = AuditSettings()
     telemetry: TelemetrySettings = TelemetrySettings()
 
+    def request_deadline_s(self) -> float:
+        """``api.request_deadline_s``, or a little above the per-call engine timeout."""
+        return self.api.request_deadline_s or self.engine.timeout_s + 1.0
+
 
 #: environment variable -> (section, key)
 ENV_OVERRIDES: dict[str, tuple[str, str]] = {
@@ -127,6 +139,7 @@ ENV_OVERRIDES: dict[str, tuple[str, str]] = {
     "GOVSEARCH_POLICIES_DIR": ("policies", "dir"),
     "GOVSEARCH_POLICIES_INDEX_PREFIX": ("policies", "index_prefix"),
     "GOVSEARCH_MIN_HITS": ("search", "min_hits"),
+    "GOVSEARCH_REQUEST_DEADLINE": ("api", "request_deadline_s"),
     "GOVSEARCH_KEYS_INDEX": ("auth", "keys_index"),
     "GOVSEARCH_SEARCH_REQUIRES_KEY": ("auth", "search_requires_key"),
     "GOVSEARCH_LLM_BASE_URL": ("llm", "base_url"),

@@ -1,7 +1,10 @@
-"""Manage the embedded OpenSearch node of ``local_engine/`` (start, status, stop).
+"""Manage the embedded OpenSearch nodes of ``local_engine/`` (start, status, stop).
 
-The node runs in the background as a plain ``java`` process; its pid, port and log path
-are kept in ``DATA_DIR/engine.json`` so ``stop`` stops exactly the process ``start`` made.
+Each node runs in the background as a plain ``java`` process; their pids, ports and log
+paths are kept in ``DATA_DIR/engine.json`` so ``stop`` stops exactly the processes ``start``
+made. One node (the default) runs single-node discovery; ``nodes=3`` starts three nodes on
+loopback that form one cluster (node ``i``, from 1, on HTTP port ``port + i - 1`` and transport
+port ``port + 100 + i - 1``, data under ``DATA_DIR/node-<i>``), see ``docs/adr/0010-local-cluster.md``.
 """
 
 from __future__ import annotations
@@ -38,10 +41,31 @@ class LocalEngineError(Exception):
 
 @dataclass(frozen=True)
 class NodeState:
+    """A started node; for a cluster, the first node, with every node in ``members``."""
+
     pid: int
     port: int
     url: str
     log: str
+    cluster: str = "govsearch-local"
+    members: tuple[NodeState, ...] = ()
+    """every node of a cluster started with ``nodes > 1`` (this one first); () for one node"""
+
+    @property
+    def nodes(self) -> tuple[NodeState, ...]:
+        return self.members or (self,)
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"pid": self.pid, "port": self.port, "url": self.url, "log": self.log}
+        data["cluster"] = self.cluster
+        if self.members:
+            data["members"] = [member.to_json() for member in self.members]
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> NodeState:
+        members = tuple(cls.from_json(member) for member in data.pop("members", ()))
+        return cls(**data, members=members)
 
 
 def _state_file(data_dir: Path) -> Path:
@@ -50,8 +74,8 @@ def _state_file(data_dir: Path) -> Path:
 
 def read_state(data_dir: Path) -> NodeState | None:
     try:
-        return NodeState(**json.loads(_state_file(data_dir).read_text()))
-    except (OSError, ValueError, TypeError):
+        return NodeState.from_json(json.loads(_state_file(data_dir).read_text()))
+    except (OSError, ValueError, TypeError, AttributeError):
         return None
 
 
@@ -105,6 +129,7 @@ def build_classpath(project_dir: Path = PROJECT_DIR) -> str:
         if done.returncode != 0 or not classpath_file.exists():
             tail = (done.stdout + done.stderr).strip().splitlines()[-5:]
             raise LocalEngineError("building local_engine with Maven failed: " + " | ".join(tail))
+        classpath_file.touch()  # Maven leaves an unchanged classpath file untouched
     return f"{classes}{os.pathsep}{classpath_file.read_text().strip()}"
 
 
@@ -113,24 +138,76 @@ def start(
     data_dir: Path = Path(".govsearch/engine"),
     heap: str = "512m",
     timeout_s: float = 180.0,
+    *,
+    nodes: int = 1,
+    cluster_name: str | None = None,
 ) -> NodeState:
-    """Start the node in the background and wait until the cluster is healthy."""
+    """Start ``nodes`` nodes in the background and wait until they form one healthy cluster
+    (yellow or green, every node joined). ``cluster_name`` defaults to ``govsearch-local``
+    for one node and ``govsearch-local-<port>`` for several, so two clusters on one host
+    never join each other."""
+    if nodes < 1:
+        raise LocalEngineError(f"--nodes must be at least 1, not {nodes}")
     data_dir = data_dir.resolve()
     url = f"http://127.0.0.1:{port}"
     state = read_state(data_dir)
-    if state and _alive(state.pid) and probe(state.url):
+    if state and all(_alive(node.pid) for node in state.nodes) and probe(state.url):
         return state
+    if state:  # a node of an earlier start died: stop what is left, start afresh
+        stop(data_dir)
     if shutil.which("java") is None:
         raise LocalEngineError(
             "Java is not installed: the local engine needs Java 17 (apt-get install openjdk-17-jre-headless)"
         )
-    if _port_taken(port):
-        raise LocalEngineError(
-            f"port {port} is already in use on 127.0.0.1: stop what holds it or pass --port"
-        )
+    ports = [(port + i, port + 100 + i) for i in range(nodes)]
+    for http, transport in ports:
+        for taken in (http, transport):
+            if _port_taken(taken):
+                raise LocalEngineError(
+                    f"port {taken} is already in use on 127.0.0.1: stop what holds it or pass --port"
+                )
+    cluster = cluster_name or ("govsearch-local" if nodes == 1 else f"govsearch-local-{port}")
+    names = ["govsearch-local-1"] if nodes == 1 else [f"{cluster}-{i + 1}" for i in range(nodes)]
     classpath = build_classpath()
-    (data_dir / "logs").mkdir(parents=True, exist_ok=True)
-    log = data_dir / "logs" / "node.out"
+    started: list[tuple[subprocess.Popen[bytes], NodeState]] = []
+    for i, (http, transport) in enumerate(ports):
+        home = data_dir if nodes == 1 else data_dir / f"node-{i + 1}"
+        options = ["--cluster-name", cluster, "--node-name", names[i]]
+        if nodes > 1:
+            seeds = ",".join(f"127.0.0.1:{t}" for _, t in ports)
+            options += ["--seed-hosts", seeds, "--initial-cluster-manager-nodes", ",".join(names)]
+        started.append(_launch(classpath, home, http, transport, heap, cluster, options))
+    first = started[0][1]
+    members = tuple(node for _, node in started) if nodes > 1 else ()
+    state = NodeState(first.pid, first.port, first.url, first.log, cluster, members)
+    _state_file(data_dir).write_text(json.dumps(state.to_json()))
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for process, node in started:
+            if process.poll() is not None:
+                stop(data_dir)
+                raise LocalEngineError(
+                    f"the local engine exited with code {process.returncode}; see {node.log}"
+                )
+        health = probe(url, timeout_s=1.0)
+        if (
+            health
+            and health.get("status") in ("green", "yellow")
+            and health.get("number_of_nodes", 1) >= nodes
+        ):
+            return state
+        time.sleep(0.5)
+    stop(data_dir)
+    raise LocalEngineError(
+        f"the local engine did not become healthy within {timeout_s:g}s; see {first.log}"
+    )
+
+
+def _launch(
+    classpath: str, home: Path, http: int, transport: int, heap: str, cluster: str, options: list[str]
+) -> tuple[subprocess.Popen[bytes], NodeState]:
+    (home / "logs").mkdir(parents=True, exist_ok=True)
+    log = home / "logs" / "node.out"
     with open(log, "ab") as out:
         process = subprocess.Popen(
             [
@@ -141,9 +218,10 @@ def start(
                 "-cp",
                 classpath,
                 MAIN_CLASS,
-                str(data_dir),
-                str(port),
-                str(port + 100),
+                str(home),
+                str(http),
+                str(transport),
+                *options,
             ],
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -151,41 +229,34 @@ def start(
             start_new_session=True,
         )
     _STARTED[process.pid] = process
-    state = NodeState(pid=process.pid, port=port, url=url, log=str(log))
-    _state_file(data_dir).write_text(json.dumps(state.__dict__))
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            _STARTED.pop(process.pid, None)
-            _state_file(data_dir).unlink(missing_ok=True)
-            raise LocalEngineError(
-                f"the local engine exited with code {process.returncode}; see {log}"
-            )
-        health = probe(url, timeout_s=1.0)
-        if health and health.get("status") in ("green", "yellow"):
-            return state
-        time.sleep(0.5)
-    stop(data_dir)
-    raise LocalEngineError(
-        f"the local engine did not become healthy within {timeout_s:g}s; see {log}"
+    return process, NodeState(
+        pid=process.pid, port=http, url=f"http://127.0.0.1:{http}", log=str(log), cluster=cluster
     )
 
 
 def stop(data_dir: Path = Path(".govsearch/engine"), timeout_s: float = 30.0) -> NodeState | None:
-    """Stop the process that ``start`` recorded; None when none was running."""
+    """Stop the processes that ``start`` recorded (every node of a cluster); None when none
+    was running."""
     data_dir = data_dir.resolve()
     state = read_state(data_dir)
     if state is None:
         return None
-    if _alive(state.pid):
-        os.kill(state.pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout_s
-        while _alive(state.pid) and time.monotonic() < deadline:
-            _reap(state.pid)
-            time.sleep(0.2)
-        if _alive(state.pid):
-            os.kill(state.pid, signal.SIGKILL)
-    _reap(state.pid)
+    alive = [node.pid for node in state.nodes if _alive(node.pid)]
+    for pid in alive:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)  # a paused node cannot handle SIGTERM
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while any(_alive(pid) for pid in alive) and time.monotonic() < deadline:
+        for pid in alive:
+            _reap(pid)
+        time.sleep(0.2)
+    for pid in alive:
+        if _alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    for node in state.nodes:
+        _reap(node.pid)
     _state_file(data_dir).unlink(missing_ok=True)
     return state
 

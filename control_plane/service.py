@@ -12,6 +12,7 @@ that received the request passes its instant (see :mod:`control_plane.times`).
 
 from __future__ import annotations
 
+import contextvars
 import json
 import threading
 import time
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from control_plane import matcher, personalization, policy_store
+from control_plane import deadline, matcher, personalization, policy_store
 from control_plane.catalog.profile import CatalogProfile
 from control_plane.catalog.stats import CategoryStats, stats_from_json
 from control_plane.composer import ComposeContext, compose
@@ -189,6 +190,7 @@ class SearchService:
 
     # --- pipeline -----------------------------------------------------------------
 
+    @deadline.enforced
     def compile(self, request: SearchRequest, now: datetime) -> Compiled:
         """The plan for ``request`` with policies evaluated at ``now`` (windows, purchase
         ages): the caller's instant, never a clock read here."""
@@ -205,7 +207,8 @@ class SearchService:
             boosts = personalization.purchase_boosts(cached.purchases, now)
             return replace(cached, cached=True, personalization=boosts, normalisation=normalised)
         purchases = (
-            self._pool.submit(
+            self._pool.submit(  # with the request's context: its deadline bounds this call too
+                contextvars.copy_context().run,
                 _timed,
                 stages,
                 "purchases",
@@ -268,6 +271,7 @@ class SearchService:
             size=request.size,
         )
 
+    @deadline.enforced
     def search(self, request: SearchRequest, now: datetime) -> Outcome:
         """Compile ``request`` at ``now`` and execute it, falling back tier by tier."""
         stages: list[StageTiming] = []

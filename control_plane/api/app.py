@@ -4,18 +4,16 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-from fastapi import Depends, FastAPI, Request, Response
-from fastapi.responses import JSONResponse
+from fastapi import Depends, FastAPI, Request
 from starlette.concurrency import run_in_threadpool
 
-from control_plane.api import errors
+from control_plane.api import errors, readiness
 from control_plane.api.auth import require_preview, search_guard
+from control_plane.api.limits import BodyLimit, RequestDeadline
 from control_plane.api.models import CompileResponse, Health, HitOut, SearchBody, SearchResponse
 from control_plane.api.policies import router as policies_router
-from control_plane.engine import EngineError
 from control_plane.lifecycle.keys import KeyStore
 from control_plane.lifecycle.workflow import Workflow
 from control_plane.service import Outcome, SearchRequest, SearchService
@@ -85,19 +83,8 @@ def create_app(service: SearchService, *, clock: Clock) -> FastAPI:
     from control_plane.audit.router import install as install_audit  # lazy: import cycle
     from control_plane.audit.router import recorded_search
 
-    limit = service.settings.api.max_body_bytes
-
-    @app.middleware("http")
-    async def body_limit(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        errors.request_id(request)
-        length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > limit):
-            return errors.error_response(
-                request, 413, "request_too_large", f"request bodies are limited to {limit} bytes"
-            )
-        return await call_next(request)
+    app.add_middleware(RequestDeadline, seconds=service.settings.request_deadline_s())
+    app.add_middleware(BodyLimit, limit=service.settings.api.max_body_bytes)
 
     @app.post("/v1/search", response_model=SearchResponse, tags=["search"], dependencies=search_key)
     async def search(body: SearchBody, request: Request) -> SearchResponse:
@@ -128,27 +115,19 @@ def create_app(service: SearchService, *, clock: Clock) -> FastAPI:
         return Health(status="ok")
 
     @app.get(
-        "/readyz", response_model=Health, responses={503: {"model": Health}}, tags=["operations"]
+        "/readyz",
+        response_model=Health,
+        responses={503: {"model": errors.ErrorResponse}},
+        tags=["operations"],
     )
-    async def readyz() -> Any:
-        checks: dict[str, str] = {}
-        try:
-            await run_in_threadpool(service.engine.health)
-            checks["engine"] = "ok"
-            live, _ = await run_in_threadpool(service.snapshot)
-            checks["policy_set"] = live.policy_set.version
-            await run_in_threadpool(service.catalog.stats)
-            checks["catalog"] = "ok"
-        except EngineError as error:
-            checks["error"] = str(error)
-            return JSONResponse(
-                status_code=503, content=Health(status="unavailable", checks=checks).model_dump()
-            )
-        checks["audit"] = await run_in_threadpool(app.state.recorder.status)
-        if checks["audit"] != "ok":  # records wait in the retry buffer: not ready
-            unavailable = Health(status="unavailable", checks=checks)
-            return JSONResponse(status_code=503, content=unavailable.model_dump())
-        return Health(status="ok", checks=checks)
+    async def readyz(request: Request) -> Any:
+        """200 only when this instance can serve governed answers now (see
+        ``control_plane.api.readiness``); else 503 with the failing check's code."""
+        report = await run_in_threadpool(readiness.check, service, app.state.recorder)
+        if report.ready:
+            return Health(status="ok", checks=report.checks)
+        details = [{"check": name, "status": value} for name, value in report.checks.items()]
+        return errors.error_response(request, 503, report.code or "not_ready", report.message, details)
 
     from agent_gateway.router import build_agent_router  # lazy: the agent gateway is an edge module
 

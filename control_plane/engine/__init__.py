@@ -10,6 +10,7 @@ from control_plane.engine.base import (
     Engine,
     EngineError,
     EngineKind,
+    EnginePartialResults,
     EngineTimeout,
     EngineUnavailable,
 )
@@ -19,6 +20,7 @@ __all__ = [
     "Engine",
     "EngineError",
     "EngineKind",
+    "EnginePartialResults",
     "EngineTimeout",
     "EngineUnavailable",
     "connect",

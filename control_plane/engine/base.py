@@ -29,6 +29,12 @@ class EngineUnavailable(EngineError):
     code = "engine_unavailable"
 
 
+class EnginePartialResults(EngineError):
+    """Some shards failed: the answer would lack what they hold (policies, products)."""
+
+    code = "engine_partial_results"
+
+
 class EngineTimeout(EngineUnavailable):
     """The engine did not answer within the configured timeout."""
 
@@ -76,7 +82,21 @@ class Engine(ABC):
     # --- indices and aliases ----------------------------------------------------
 
     def create_index(self, name: str, body: Mapping[str, Any]) -> None:
-        self.request("PUT", _path(name), body=body)
+        """Create an index. On a cluster of several nodes, an index the body gives no
+        replica gets one, so losing one node loses no shard; a single node keeps 0 (a
+        replica could never be assigned there and health would stay yellow)."""
+        self.request("PUT", _path(name), body=with_replicas(body, self.node_count()))
+
+    def node_count(self) -> int:
+        return int(self.health().get("number_of_nodes", 1))
+
+    def indices_health(self, indices: Sequence[str], *, timeout_s: float) -> dict[str, Any]:
+        """The cluster health restricted to ``indices`` (concrete names or aliases), asked
+        with a short timeout (readiness)."""
+        result: dict[str, Any] = self.request(
+            "GET", _path("_cluster", "health", ",".join(indices)), timeout_s=timeout_s
+        )
+        return result
 
     def ensure_index(self, name: str, body: Mapping[str, Any]) -> None:
         """Create the index unless it exists (another process creating it meanwhile is fine)."""
@@ -154,9 +174,19 @@ class Engine(ABC):
     def search(
         self, index: str, body: Mapping[str, Any], *, timeout_s: float | None = None
     ) -> dict[str, Any]:
+        """A search; partial results (a failed shard) raise: a percolation missing a shard
+        would miss policies, so the caller fails closed instead of serving less governance."""
         result: dict[str, Any] = self.request(
             "POST", _path(index, "_search"), body=body, timeout_s=timeout_s
         )
+        shards = result.get("_shards") or {}
+        if shards.get("failed"):
+            raise EnginePartialResults(
+                f"search on {index}: {shards['failed']} of {shards.get('total')} shards failed:"
+                f" {_reason((shards.get('failures') or [{}])[0].get('reason'))}",
+                status=503,
+                info=shards.get("failures"),
+            )
         return result
 
     def msearch(self, searches: Sequence[tuple[str, Mapping[str, Any]]]) -> list[dict[str, Any]]:
@@ -226,6 +256,23 @@ class Engine(ABC):
         )
         tokens: list[dict[str, Any]] = result["tokens"]
         return tokens
+
+
+def with_replicas(body: Mapping[str, Any], nodes: int) -> dict[str, Any]:
+    """``body`` with ``number_of_replicas`` raised to 1 when ``nodes`` > 1 (an explicit
+    count above that is kept)."""
+    settings = dict(body.get("settings") or {})
+    nested = dict(settings.get("index") or {})
+    given = settings.pop("number_of_replicas", None)
+    given = settings.pop("index.number_of_replicas", given)
+    given = nested.pop("number_of_replicas", given)
+    if nested:
+        settings["index"] = nested
+    elif "index" in settings:
+        del settings["index"]
+    replicas = max(int(given or 0), 1 if nodes > 1 else 0)
+    settings["number_of_replicas"] = replicas
+    return {**body, "settings": settings}
 
 
 def _reason(error: Any) -> str:

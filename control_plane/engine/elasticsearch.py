@@ -9,6 +9,7 @@ import elastic_transport
 import elasticsearch
 from elasticsearch import Elasticsearch
 
+from control_plane import deadline
 from control_plane.engine.base import (
     Engine,
     EngineError,
@@ -40,12 +41,18 @@ class ElasticsearchEngine(Engine):
         headers = {"accept": _JSON}
         if body is not None:
             headers["content-type"] = content
-        client = self._client.options(request_timeout=timeout_s or self.timeout_s)
+        client = self._client.options(
+            request_timeout=deadline.call_timeout(timeout_s or self.timeout_s)
+        )
         try:
             response = client.perform_request(
                 method, path, params=dict(params or {}), headers=headers, body=body
             )
         except elastic_transport.ConnectionTimeout as error:
+            if deadline.expired():
+                raise deadline.DeadlineExceeded(
+                    f"the request deadline passed waiting for Elasticsearch at {self.url}"
+                ) from error
             raise EngineTimeout(f"Elasticsearch at {self.url} timed out: {error}") from error
         except elastic_transport.ConnectionError as error:
             raise EngineUnavailable(

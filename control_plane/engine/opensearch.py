@@ -8,6 +8,7 @@ from typing import Any
 import opensearchpy
 from opensearchpy import OpenSearch
 
+from control_plane import deadline
 from control_plane.engine.base import (
     Engine,
     EngineError,
@@ -35,16 +36,21 @@ class OpenSearchEngine(Engine):
         timeout_s: float | None = None,
     ) -> Any:
         headers = {"content-type": "application/x-ndjson"} if isinstance(body, str) else None
+        timeout = deadline.call_timeout(timeout_s or self.timeout_s)
         try:
             result = self._client.transport.perform_request(
                 method,
                 path,
                 params=dict(params or {}),
                 body=body,
-                timeout=timeout_s or self.timeout_s,
+                timeout=timeout,
                 headers=headers,
             )
         except opensearchpy.ConnectionTimeout as error:
+            if deadline.expired():
+                raise deadline.DeadlineExceeded(
+                    f"the request deadline passed waiting for OpenSearch at {self.url}"
+                ) from error
             raise EngineTimeout(f"OpenSearch at {self.url} timed out: {error}") from error
         except opensearchpy.ConnectionError as error:
             raise EngineUnavailable(f"OpenSearch at {self.url} is unreachable: {error}") from error
