@@ -144,14 +144,17 @@ def single_target(engine: Engine, alias: str, code: str = POLICY_SET_AMBIGUOUS) 
 
 def point_alias(engine: Engine, alias: str, index: str, *, expected: str | None) -> None:
     """Move ``alias`` from ``expected`` (None: the alias does not exist yet) to ``index`` in
-    one conditional ``_aliases`` call; AliasMoved when the alias is not (only) on
-    ``expected`` any more. ``index`` must exist."""
+    one conditional ``_aliases`` call; AliasMoved when the alias is not on ``expected`` any
+    more. Afterwards the alias is on ``index`` alone. ``index`` must exist."""
     actions: list[dict[str, Any]]
     if expected is None:
         _claim_placeholder(engine, alias)
         actions = [{"remove_index": {"index": alias}}]
     else:
-        actions = [{"remove": {"index": expected, "alias": alias, "must_exist": True}}]
+        actions = [
+            {"remove": {"index": expected, "alias": alias, "must_exist": True}},
+            {"remove": {"index": "*", "alias": alias}},  # whatever else holds it: one target after
+        ]
     actions.append({"add": {"index": index, "alias": alias}})
     try:
         engine.update_aliases(actions)
