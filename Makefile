@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test test-unit test-clocks lint typecheck bench bench-lifecycle engine-start engine-stop clean
+.PHONY: setup demo test test-unit test-clocks drills lint typecheck bench bench-lifecycle engine-start engine-stop clean
 
 setup: $(STAMP) local_engine/target/classpath.txt
 
@@ -38,6 +38,11 @@ test-clocks: setup
 	  GOVSEARCH_TEST_TRAVEL=$$at GOVSEARCH_ENGINE_URL=http://127.0.0.1:9 $(BIN)/pytest -q -m "not engine" || exit 1; \
 	  GOVSEARCH_TEST_TRAVEL=$$at $(BIN)/pytest -q tests/policies tests/lifecycle/test_time_as_input.py || exit 1; \
 	done
+
+# The drills (races, faults, attacks; part of `make test` too), with their figures written to
+# bench/results/drills/<name>.json.
+drills: setup
+	GOVSEARCH_DRILL_RESULTS=1 $(BIN)/pytest -q -m drill
 
 lint: setup
 	$(BIN)/ruff check control_plane agent_gateway tests bench

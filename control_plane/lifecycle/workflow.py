@@ -363,11 +363,12 @@ class Workflow:
             changes = self.changes_since_live(version)
             own = [c for c in changes if c.actor == principal.name]
             if own:
+                more = f"; and {len(own) - 5} more" if len(own) > 5 else ""
                 raise Refused(
                     "self_approval",
-                    f"{principal.name} authored changes between live and {version[:12]} (latest: "
-                    f"{own[0].describe()}; authors: {', '.join(lineage.authors(changes))});"
-                    " another approver must approve it",
+                    f"{principal.name} authored changes between live and {version[:12]}: "
+                    + "; ".join(change.describe() for change in own[:5]) + more
+                    + f" (authors: {', '.join(lineage.authors(changes))}); another approver must approve it",
                     403,
                     details=[c.as_json() for c in own],
                 )
