@@ -153,7 +153,7 @@ def point_alias(engine: Engine, alias: str, index: str, *, expected: str | None)
     else:
         actions = [
             {"remove": {"index": expected, "alias": alias, "must_exist": True}},
-            {"remove": {"index": "*", "alias": alias}},  # whatever else holds it: one target after
+            {"remove": {"index": "*", "alias": alias, "must_exist": False}},  # anything else: one after
         ]
     actions.append({"add": {"index": index, "alias": alias}})
     try:
