@@ -3,7 +3,10 @@
 Every call names the :class:`Principal` acting; the rules below are checked here, once,
 for the CLI and the HTTP API alike. A refusal raises :class:`Refused` (a stable code, an
 HTTP status and a sentence saying why) and is recorded in the history too. An alias never
-moves without its history event.
+moves without its history event, and moves only from where the call's checks read it (a
+compare-and-swap): a call that lost a race to another move is refused
+``concurrent_change``, naming the version that won, and is the one refusal not recorded
+(it changed nothing).
 
 * **Author** (``author``): ``apply`` a policy directory, or ``put_policy`` /
   ``delete_policy`` / ``put_tests`` on the staging set. Each change writes an immutable
@@ -13,7 +16,9 @@ moves without its history event.
   version's index and records the result for exactly (version, suite), with the instant
   its unpinned cases ran at.
 * **Review** (``approver``): ``approve`` is refused to the version's authors and for a
-  version with lint errors; an approval holds for the suite the version had then.
+  version with lint errors; an approval holds for the suite the version had then. The
+  authors are everyone who authored a change between the version now live and the
+  candidate (:mod:`control_plane.lifecycle.lineage`), drafts underneath included.
 * **Promote** (``approver``): refused unless the version's suite has at least one case and
   its latest run, on that very suite, passed; unless a principal who is not an author
   approved it with that suite; unless lint finds no error; and for the live version. The
@@ -276,7 +281,7 @@ class Workflow:
         suite = (current or suite_from_json({"cases": []})).with_file(name, cases, now)
         self._stage(
             principal.name, "tests", base.policy_set, suite, "staging", reason or f"tests {name}",
-            self.files_of(base.version), base.policy_set,
+            self.files_of(base.version), base,
         )
         return self.version_state(base.version)
 
@@ -297,7 +302,7 @@ class Workflow:
         suite = self._suite(base.suite_sha256)
         version = self._stage(
             principal.name, "suggest", policy_set, suite, "staging", reason, self.files_of(base.version),
-            base.policy_set,
+            base,
         )
         return self.version_state(version)
 
@@ -630,7 +635,7 @@ class Workflow:
         suite = self._suite(base.suite_sha256)
         version = self._stage(
             principal.name, "draft", policy_set, suite, "staging", reason, self.files_of(base.version),
-            base.policy_set,
+            base,
         )
         return self.version_state(version)
 
@@ -648,12 +653,18 @@ class Workflow:
         env: str,
         reason: str,
         files: Mapping[str, str] | None = None,
-        base: PolicySet | None = None,
+        base: Environment | None = None,
     ) -> str:
         """Write ``policy_set`` and point ``env`` at it, with its event. ``base``: what the
-        change was made from, when not ``env``'s current set (a first draft starts from live),
-        so the event's diff says what the author changed."""
-        current = policy_store.resolve(self.engine, self.prefix, env)
+        change was made from (``env`` as the author read it, or live for a first draft), so
+        the event's diff says what the author changed, and the alias moves only if ``env`` is
+        still where the author read it (else ``concurrent_change``). Without ``base`` (an
+        apply, the bootstrap), the move is from ``env`` as read here."""
+        current: policy_store.LivePolicySet | None
+        if base is not None:
+            current = policy_store.LivePolicySet(base.index, base.policy_set) if base.env == env else None
+        else:
+            current = policy_store.resolve(self.engine, self.prefix, env)
         before = current.policy_set if current else None
         suite_sha = suite.sha256 if suite else None
         if (
@@ -665,7 +676,7 @@ class Workflow:
             return policy_set.version  # the same set and tests again: nothing happened
         if suite is not None:
             self.store.save_suite(suite.sha256, suite.as_json())
-        origin = base or before
+        origin = base.policy_set if base is not None else before
         index = self._write(policy_set, origin.version if origin else None, files)
         diff = policy_diff(origin, policy_set)
         event = self.store.new_event(
