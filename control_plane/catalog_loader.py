@@ -5,6 +5,9 @@ that category-relative price rules resolve against, in the index's mapping ``_me
 
 Nothing partial ever goes live: malformed lines are reported with their line numbers
 before any index is created, and an index whose bulk load lost a document is deleted.
+The alias move is a compare-and-swap against the index the alias was on when the load
+started: a concurrent load that moved it meanwhile makes this one fail (CatalogLoadError
+naming the index that won), never leaves the alias on two indices.
 """
 
 from __future__ import annotations
@@ -20,9 +23,10 @@ from control_plane.catalog.profile import CatalogProfile
 from control_plane.catalog.stats import category_price_stats, stats_to_json
 from control_plane.config import project_path
 from control_plane.engine import Engine, EngineError
-from control_plane.policy_store import point_alias
+from control_plane.policy_store import AliasMoved, point_alias, single_target
 
 BATCH = 500
+CATALOG_AMBIGUOUS = "catalog_ambiguous"
 
 
 class CatalogLoadError(Exception):
@@ -82,8 +86,9 @@ def load_catalog(engine: Engine, profile: CatalogProfile, path: Path) -> LoadRep
     mapping_digest = hashlib.sha256(json.dumps(mapping, sort_keys=True).encode()).hexdigest()
     index = f"{profile.alias}-{hashlib.sha256((digest + mapping_digest).encode()).hexdigest()[:12]}"
     stats = category_price_stats(products, profile)
+    expected = single_target(engine, profile.alias, CATALOG_AMBIGUOUS)
     if engine.index_exists(index) and _complete(engine, index, len(products)):
-        point_alias(engine, profile.alias, index)
+        _move(engine, profile.alias, index, expected)
         return LoadReport(index, profile.alias, len(products), len(stats), reused=True)
     engine.delete_index(index)
     engine.create_index(index, mapping)
@@ -109,8 +114,18 @@ def load_catalog(engine: Engine, profile: CatalogProfile, path: Path) -> LoadRep
     except Exception:
         engine.delete_index(index)
         raise
-    point_alias(engine, profile.alias, index)
+    _move(engine, profile.alias, index, expected)
     return LoadReport(index, profile.alias, len(products), len(stats), reused=False)
+
+
+def _move(engine: Engine, alias: str, index: str, expected: str | None) -> None:
+    try:
+        point_alias(engine, alias, index, expected=expected)
+    except AliasMoved as moved:
+        raise CatalogLoadError([
+            f"concurrent_change: another load moved {alias} to {', '.join(moved.current) or 'nothing'}"
+            f" while this one ran (it expected {expected or 'no catalog yet'}); {alias} was left there"
+        ]) from moved
 
 
 def _complete(engine: Engine, index: str, expected: int) -> bool:

@@ -55,6 +55,9 @@ class SearchSettings(Section):
     max_intent_chars: int = Field(default=512, ge=1)
     plan_cache_size: int = Field(default=4096, ge=0)
     require_policy_match: bool = False
+    alias_watch_interval_s: float = Field(default=1.0, ge=0)
+    """how often a serving process re-reads the live policies alias (0: on every request); a
+    promotion made through the process itself is picked up at once"""
 
 
 class ApiSettings(Section):

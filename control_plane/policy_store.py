@@ -4,6 +4,13 @@
 yet), marks it read-only and moves an alias (``PREFIX-live``, ``PREFIX-staging``) to it in
 one atomic ``_aliases`` call. ``resolve`` reads an alias back into the concrete index and
 its policy set, so every request works on one index and one set: never a mix.
+
+Every alias move is a compare-and-swap (:func:`point_alias`): it names the index it
+expects to replace, and the engine refuses the whole call when the alias is no longer
+there (``remove`` with ``must_exist``). A first move (no alias yet) consumes a placeholder
+index named like the alias (``remove_index``), which cannot exist once the alias does: of
+two concurrent movers, exactly one wins and the other gets :class:`AliasMoved`. An alias
+found on more than one index is never served (:class:`AmbiguousAlias`).
 """
 
 from __future__ import annotations
@@ -89,26 +96,96 @@ def write_index(engine: Engine, prefix: str, policy_set: PolicySet) -> str:
 
 
 def publish(engine: Engine, prefix: str, policy_set: PolicySet, env: str) -> str:
-    """Write the set's index and point ``env``'s alias at it, atomically."""
+    """Write the set's index and point ``env``'s alias at it, atomically (a compare-and-swap
+    against the index the alias was on just before: a concurrent move raises AliasMoved)."""
     name = write_index(engine, prefix, policy_set)
-    point_alias(engine, alias_name(prefix, env), name)
+    alias = alias_name(prefix, env)
+    point_alias(engine, alias, name, expected=single_target(engine, alias))
     return name
 
 
-def point_alias(engine: Engine, alias: str, index: str) -> None:
-    actions: list[dict[str, Any]] = [
-        {"remove": {"index": old, "alias": alias}} for old in engine.alias_targets(alias) if old != index
-    ]
+class AliasMoved(Exception):
+    """A compare-and-swap alias move lost: the alias was not on the index it expected."""
+
+    def __init__(self, alias: str, expected: str | None, current: list[str]) -> None:
+        where = ", ".join(current) or "no index"
+        super().__init__(
+            f"alias {alias} moved meanwhile: expected it on {expected or 'no index'}, it is on {where}"
+        )
+        self.alias, self.expected, self.current = alias, expected, current
+
+
+class AmbiguousAlias(EngineError):
+    """An alias points to more than one index: nothing is served from it."""
+
+    code = "alias_ambiguous"
+
+    def __init__(self, alias: str, targets: list[str], code: str | None = None) -> None:
+        super().__init__(
+            f"alias {alias} points to {len(targets)} indices ({', '.join(targets)}); refusing to pick"
+            " one: point it at exactly one index"
+        )
+        self.alias, self.targets = alias, targets
+        if code is not None:
+            self.code = code
+
+
+POLICY_SET_AMBIGUOUS = "policy_set_ambiguous"
+
+
+def single_target(engine: Engine, alias: str, code: str = POLICY_SET_AMBIGUOUS) -> str | None:
+    """The one index ``alias`` points to (None when it does not exist); AmbiguousAlias when
+    it points to several."""
+    targets = engine.alias_targets(alias)
+    if len(targets) > 1:
+        raise AmbiguousAlias(alias, targets, code)
+    return targets[0] if targets else None
+
+
+def point_alias(engine: Engine, alias: str, index: str, *, expected: str | None) -> None:
+    """Move ``alias`` from ``expected`` (None: the alias does not exist yet) to ``index`` in
+    one conditional ``_aliases`` call; AliasMoved when the alias is not on ``expected`` any
+    more. Afterwards the alias is on ``index`` alone. ``index`` must exist."""
+    actions: list[dict[str, Any]]
+    if expected is None:
+        _claim_placeholder(engine, alias)
+        actions = [{"remove_index": {"index": alias}}]
+    else:
+        actions = [
+            {"remove": {"index": expected, "alias": alias, "must_exist": True}},
+            {"remove": {"index": "*", "alias": alias, "must_exist": False}},  # anything else: one after
+        ]
     actions.append({"add": {"index": index, "alias": alias}})
-    engine.update_aliases(actions)
+    try:
+        engine.update_aliases(actions)
+    except EngineError as error:
+        if error.status not in (400, 404):  # a timeout or an engine failure: not a lost race
+            raise
+        current = engine.alias_targets(alias)
+        if current == ([expected] if expected else []):
+            raise  # the condition still holds: the call failed for another reason
+        raise AliasMoved(alias, expected, current) from error
+
+
+def _claim_placeholder(engine: Engine, alias: str) -> None:
+    """Create the empty index named like ``alias`` that a first move consumes; it cannot be
+    created once the alias exists (the engine keeps one namespace for both)."""
+    try:
+        engine.create_index(alias, {"settings": {"number_of_shards": 1, "number_of_replicas": 0}})
+    except EngineError as error:
+        text = f"{error} {error.info}"
+        if "already_exists" in text or "already exists as alias" in text:
+            return  # another mover's placeholder, or the alias: the _aliases call decides
+        raise
 
 
 def resolve(engine: Engine, prefix: str, env: str) -> LivePolicySet | None:
-    """The index an environment's alias points to, and the policy set stored in it."""
-    targets = engine.alias_targets(alias_name(prefix, env))
-    if not targets:
+    """The index an environment's alias points to, and the policy set stored in it
+    (AmbiguousAlias, code ``policy_set_ambiguous``, when it points to several)."""
+    index = single_target(engine, alias_name(prefix, env))
+    if index is None:
         return None
-    return read_index(engine, targets[0])
+    return read_index(engine, index)
 
 
 def read_index(engine: Engine, index: str) -> LivePolicySet:

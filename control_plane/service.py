@@ -5,6 +5,14 @@ One request works on one snapshot: the concrete policies index the live alias po
 to when the request started, and the policy set stored in that index. A promotion that
 moves the alias mid-request is seen by the next request, never half by this one.
 
+The alias is watched, not looked up per request: it is re-read at most every
+``search.alias_watch_interval_s`` (``time.monotonic``), by the first request that finds the
+check due, and at once after a move made through this process (:meth:`SearchService.
+alias_moved`). Whoever notices a new index loads its set while every other request goes on
+with the previous set: no request waits on a lock while a set loads (only the very first
+load, when there is nothing to serve yet). An alias found on several indices is refused
+(503 ``policy_set_ambiguous``) until it points to one again.
+
 Time is an input: ``compile`` and ``search`` take the instant the policies are evaluated
 at (active windows, purchase ages, plan-cache validity). The service has no clock; the edge
 that received the request passes its instant (see :mod:`control_plane.times`).
@@ -38,6 +46,7 @@ from control_plane.policy import Policy
 from control_plane.renderer import Tier, render
 
 PURCHASES_INDEX = "govsearch-user-purchases"
+CATALOG_AMBIGUOUS = "catalog_ambiguous"
 IDENTIFIER = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,63}$"
 
 if TYPE_CHECKING:
@@ -71,6 +80,10 @@ class SearchRequest(BaseModel):
 
 class NoLivePolicySet(EngineError):
     """No policy set is published for the environment: nothing may be served."""
+
+
+Snapshot = tuple[policy_store.LivePolicySet, dict[str, Policy]]
+"""a policy set as served (its index and set) and its policies by id"""
 
 
 @dataclass(frozen=True)
@@ -117,7 +130,8 @@ class Outcome:
 
 
 class Catalog:
-    """The live catalog: its alias, and the price statistics stored with its index."""
+    """The live catalog: its alias, and the price statistics stored with its index (503
+    ``catalog_ambiguous`` when the alias points to several indices)."""
 
     def __init__(self, engine: Engine, profile: CatalogProfile) -> None:
         self.engine = engine
@@ -126,12 +140,11 @@ class Catalog:
         self._lock = threading.Lock()
 
     def stats(self) -> dict[str, CategoryStats]:
-        targets = self.engine.alias_targets(self.profile.alias)
-        if not targets:
+        index = policy_store.single_target(self.engine, self.profile.alias, CATALOG_AMBIGUOUS)
+        if index is None:
             raise EngineError(
                 f"catalog alias {self.profile.alias} points to no index: load the catalog first"
             )
-        index = targets[0]
         with self._lock:
             if index not in self._stats:
                 mapping = self.engine.request("GET", f"/{index}/_mapping")
@@ -161,8 +174,15 @@ class SearchService:
         """a concrete policies index to serve instead of ``env``'s alias (tests, diffs)"""
         self.catalog = Catalog(engine, profile)
         self.cache: PlanCache[Compiled] = PlanCache(settings.search.plan_cache_size)
-        self._sets: dict[str, tuple[policy_store.LivePolicySet, dict[str, Policy]]] = {}
-        self._sets_lock = threading.Lock()
+        self._served: Snapshot | None = None
+        """what requests are served from now (replaced whole, never changed in place)"""
+        self._refusal: EngineError | None = None
+        """why nothing may be served (no alias, an ambiguous alias), until the next check"""
+        self._checked_at: float | None = None
+        self._check = threading.Lock()
+        """held by whoever re-reads the alias and loads a set; requests never wait on it while
+        there is a set to serve"""
+        self.watch_interval_s = settings.search.alias_watch_interval_s
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="govsearch")
 
     def close(self) -> None:
@@ -170,23 +190,60 @@ class SearchService:
 
     # --- snapshot -----------------------------------------------------------------
 
-    def snapshot(self) -> tuple[policy_store.LivePolicySet, dict[str, Policy]]:
-        """The policies index the environment's alias points to now (or the pinned index),
-        with its set."""
-        prefix = self.settings.policies.index_prefix
-        targets = (
-            [self.index]
-            if self.index
-            else self.engine.alias_targets(policy_store.alias_name(prefix, self.env))
-        )
-        if not targets:
+    def snapshot(self) -> Snapshot:
+        """The policies index the environment's alias points to (as last watched), or the
+        pinned index, with its set."""
+        # Block only when there is nothing to serve yet; otherwise, if someone else is
+        # checking or loading, go on with the current set.
+        if self._due() and self._check.acquire(blocking=self._served is None and self._refusal is None):
+            try:
+                if self._due():
+                    self._refresh()
+            finally:
+                self._check.release()
+        refusal, served = self._refusal, self._served
+        if refusal is not None:
+            raise refusal
+        if served is None:  # the first load failed for this request's waiters
             raise NoLivePolicySet(f"no policy set is published to '{self.env}'")
-        index = targets[0]
-        with self._sets_lock:
-            if index not in self._sets:
-                live = policy_store.read_index(self.engine, index)
-                self._sets = {index: (live, {p.id: p for p in live.policy_set.policies})}
-            return self._sets[index]
+        return served
+
+    def alias_moved(self, env: str) -> None:
+        """A move of ``env``'s alias was made through this process: re-read it now (the
+        caller waits for the new set; requests go on with the previous one meanwhile)."""
+        if env != self.env or self.index:
+            return
+        with self._check:
+            self._refresh()
+
+    def _due(self) -> bool:
+        if self.index:
+            return self._served is None
+        checked = self._checked_at
+        return checked is None or time.monotonic() - checked >= self.watch_interval_s
+
+    def _refresh(self) -> None:
+        """Read the alias (or the pinned index) and load its set if it changed. Called with
+        ``_check`` held."""
+        started = time.monotonic()
+        if self.index:
+            index: str | None = self.index
+        else:
+            alias = policy_store.alias_name(self.settings.policies.index_prefix, self.env)
+            try:
+                index = policy_store.single_target(self.engine, alias)
+            except policy_store.AmbiguousAlias as ambiguous:
+                self._refusal, self._checked_at = ambiguous, started
+                return
+        if index is None:
+            self._refusal = NoLivePolicySet(f"no policy set is published to '{self.env}'")
+            self._checked_at = started
+            return
+        served = self._served
+        if served is None or served[0].index != index:
+            live = policy_store.read_index(self.engine, index)
+            self._served = (live, {p.id: p for p in live.policy_set.policies})
+        self._refusal, self._checked_at = None, started
 
     # --- pipeline -----------------------------------------------------------------
 

@@ -77,7 +77,9 @@ def create_app(service: SearchService, *, clock: Clock) -> FastAPI:
     app.state.service = service
     app.state.clock = clock
     app.state.keys = KeyStore(service.engine, service.settings.auth.keys_index)
-    app.state.workflow = Workflow(service.settings, service.engine, service.profile, clock=clock)
+    app.state.workflow = Workflow(
+        service.settings, service.engine, service.profile, clock=clock, on_move=service.alias_moved
+    )
     errors.install(app)
     search_key = [Depends(search_guard(service.settings.auth.search_requires_key))]
     from control_plane.audit.router import install as install_audit  # lazy: import cycle

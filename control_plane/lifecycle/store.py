@@ -210,7 +210,7 @@ class LifecycleStore:
         *,
         env: str | None = None,
         action: str | Sequence[str] | None = None,
-        version: str | None = None,
+        version: str | Sequence[str] | None = None,
         policy_id: str | None = None,
         actor: str | None = None,
         outcome: str | None = "done",
@@ -222,11 +222,13 @@ class LifecycleStore:
         self.ensure()
         filters: list[dict[str, Any]] = []
         for field, value in (
-            ("env", env), ("version", version), ("policy_ids", policy_id), ("actor", actor),
-            ("outcome", outcome),
+            ("env", env), ("policy_ids", policy_id), ("actor", actor), ("outcome", outcome),
         ):
             if value is not None:
                 filters.append({"term": {field: value}})
+        if version is not None:
+            versions = [version] if isinstance(version, str) else list(version)
+            filters.append({"terms": {"version": versions}})
         if action is not None:
             actions = [action] if isinstance(action, str) else list(action)
             filters.append({"terms": {"action": actions}})

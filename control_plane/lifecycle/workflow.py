@@ -3,7 +3,10 @@
 Every call names the :class:`Principal` acting; the rules below are checked here, once,
 for the CLI and the HTTP API alike. A refusal raises :class:`Refused` (a stable code, an
 HTTP status and a sentence saying why) and is recorded in the history too. An alias never
-moves without its history event.
+moves without its history event, and moves only from where the call's checks read it (a
+compare-and-swap): a call that lost a race to another move is refused
+``concurrent_change``, naming the version that won, and is the one refusal not recorded
+(it changed nothing).
 
 * **Author** (``author``): ``apply`` a policy directory, or ``put_policy`` /
   ``delete_policy`` / ``put_tests`` on the staging set. Each change writes an immutable
@@ -13,7 +16,9 @@ moves without its history event.
   version's index and records the result for exactly (version, suite), with the instant
   its unpinned cases ran at.
 * **Review** (``approver``): ``approve`` is refused to the version's authors and for a
-  version with lint errors; an approval holds for the suite the version had then.
+  version with lint errors; an approval holds for the suite the version had then. The
+  authors are everyone who authored a change between the version now live and the
+  candidate (:mod:`control_plane.lifecycle.lineage`), drafts underneath included.
 * **Promote** (``approver``): refused unless the version's suite has at least one case and
   its latest run, on that very suite, passed; unless a principal who is not an author
   approved it with that suite; unless lint finds no error; and for the live version. The
@@ -30,8 +35,8 @@ is the workflow's ``clock`` (required; the edge that builds the workflow passes 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -44,8 +49,8 @@ from control_plane.catalog.profile import CatalogProfile
 from control_plane.config import Settings
 from control_plane.engine import Engine
 from control_plane.errors import ERROR_CODES, PolicyError, PolicyLoadError
+from control_plane.lifecycle import lineage, regression
 from control_plane.lifecycle import lint as linting
-from control_plane.lifecycle import regression
 from control_plane.lifecycle.changes import policy_diff, summary, touched_policies
 from control_plane.lifecycle.keys import Principal
 from control_plane.lifecycle.runner import SuiteReport, run_suite
@@ -128,8 +133,12 @@ class Workflow:
         profile: CatalogProfile,
         *,
         clock: Clock,
+        on_move: Callable[[str], None] | None = None,
     ) -> None:
         self.settings = settings
+        self.on_move = on_move
+        """called with the environment after each alias move this workflow made (and recorded):
+        the app's search service reloads live at once instead of at its next alias check"""
         self.engine = engine
         self.profile = profile
         self.clock = clock
@@ -272,7 +281,7 @@ class Workflow:
         suite = (current or suite_from_json({"cases": []})).with_file(name, cases, now)
         self._stage(
             principal.name, "tests", base.policy_set, suite, "staging", reason or f"tests {name}",
-            self.files_of(base.version), base.policy_set,
+            self.files_of(base.version), base,
         )
         return self.version_state(base.version)
 
@@ -293,7 +302,7 @@ class Workflow:
         suite = self._suite(base.suite_sha256)
         version = self._stage(
             principal.name, "suggest", policy_set, suite, "staging", reason, self.files_of(base.version),
-            base.policy_set,
+            base,
         )
         return self.version_state(version)
 
@@ -356,13 +365,17 @@ class Workflow:
         with self._refusals(principal, "approve", version) as subject:
             self._require(principal, "approve", "approver")
             version = subject["version"] = self.resolve_version(version)
-            authors = self._authors(version)
-            if principal.name in authors:
+            changes = self.changes_since_live(version)
+            own = [c for c in changes if c.actor == principal.name]
+            if own:
+                more = f"; and {len(own) - 5} more" if len(own) > 5 else ""
                 raise Refused(
                     "self_approval",
-                    f"{principal.name} is an author of {version[:12]} (authors: {', '.join(authors)});"
-                    " another approver must approve it",
+                    f"{principal.name} authored changes between live and {version[:12]}: "
+                    + "; ".join(change.describe() for change in own[:5]) + more
+                    + f" (authors: {', '.join(lineage.authors(changes))}); another approver must approve it",
                     403,
+                    details=[c.as_json() for c in own],
                 )
             self._refuse_lint_errors(version)
         self.store.record(self.store.new_event(
@@ -389,7 +402,7 @@ class Workflow:
                 raise Refused("already_live", f"version {version[:12]} is live already")
             self._refuse_revival(live, version, set(reenable))
             suite_sha = self._refuse_untested(version)
-            authors = set(self._authors(version))
+            authors = set(self._authors(version, live))
             approvers = [
                 e.actor for e in self.store.events(action="approve", version=version)
                 if e.suite_sha256 == suite_sha
@@ -401,13 +414,14 @@ class Workflow:
                     f" other than its authors ({', '.join(sorted(authors)) or 'none'})",
                 )
             self._refuse_lint_errors(version)
-        self._move_live(principal.name, "promote", version, reason, suite_sha=suite_sha)
+        self._move_live(principal.name, "promote", version, reason, live, suite_sha=suite_sha)
         return self.version_state(version)
 
     def rollback(self, principal: Principal, to: str | None, reason: str | None) -> VersionState:
         with self._refusals(principal, "rollback", to):
             self._require(principal, "rollback", "approver")
-            current = self.environment("live").version
+            live = self.environment("live")
+            current = live.version
             moves = self.store.events(env="live", action=("bootstrap", "promote", "disable"))
             ever_live = {e.version for e in self.store.events(env="live", action=LIVE_MOVES)}
             if to is None:
@@ -432,7 +446,7 @@ class Workflow:
             if target == current:
                 raise Refused("already_live", f"version {target[:12]} is live already")
         self._move_live(
-            principal.name, "rollback", target, reason, suite_sha=self._suite_sha(target, "live")
+            principal.name, "rollback", target, reason, live, suite_sha=self._suite_sha(target, "live")
         )
         return self.version_state(target)
 
@@ -456,7 +470,9 @@ class Workflow:
                     for p in live.policy_set.policies]
         policy_set = build_policy_set(policies, live.policy_set.vocabularies, live.policy_set.governance)
         self._write(policy_set, live.version, self.files_of(live.version))
-        self._move_live(principal.name, "disable", policy_set.version, reason, suite_sha=live.suite_sha256)
+        self._move_live(
+            principal.name, "disable", policy_set.version, reason, live, suite_sha=live.suite_sha256
+        )
         return self.version_state(policy_set.version)
 
     # --- helpers --------------------------------------------------------------------
@@ -580,9 +596,30 @@ class Workflow:
         data = self.store.suite(sha256)
         return suite_from_json(data) if data is not None else None
 
-    def _authors(self, version: str) -> tuple[str, ...]:
-        events = self.store.events(action=("apply", "draft", "tests", "suggest"), version=version)
-        return tuple(sorted({e.actor for e in events}))
+    def changes_since_live(self, version: str, live: Environment | None = None) -> list[lineage.Change]:
+        """Every authored change between the version now live (or ``live``) and ``version``
+        (:mod:`control_plane.lifecycle.lineage`), newest first."""
+        if live is None:
+            try:
+                live = self.environment("live")
+            except Refused:
+                live = None
+
+        def parent_of(candidate: str) -> str | None:
+            entry = self.store.version(candidate)
+            return entry.get("parent") if entry else None
+
+        return lineage.lineage_changes(
+            version,
+            live.version if live else None,
+            live.suite_sha256 if live else None,
+            parent_of,
+            lambda versions: self.store.events(action=lineage.CHANGES, version=versions),
+        )
+
+    def _authors(self, version: str, live: Environment | None = None) -> tuple[str, ...]:
+        """The candidate's authors: everyone who authored a change between live and it."""
+        return lineage.authors(self.changes_since_live(version, live))
 
     def _draft_base(self) -> Environment:
         """Staging, or live when nothing is staged yet."""
@@ -598,7 +635,7 @@ class Workflow:
         suite = self._suite(base.suite_sha256)
         version = self._stage(
             principal.name, "draft", policy_set, suite, "staging", reason, self.files_of(base.version),
-            base.policy_set,
+            base,
         )
         return self.version_state(version)
 
@@ -616,12 +653,18 @@ class Workflow:
         env: str,
         reason: str,
         files: Mapping[str, str] | None = None,
-        base: PolicySet | None = None,
+        base: Environment | None = None,
     ) -> str:
         """Write ``policy_set`` and point ``env`` at it, with its event. ``base``: what the
-        change was made from, when not ``env``'s current set (a first draft starts from live),
-        so the event's diff says what the author changed."""
-        current = policy_store.resolve(self.engine, self.prefix, env)
+        change was made from (``env`` as the author read it, or live for a first draft), so
+        the event's diff says what the author changed, and the alias moves only if ``env`` is
+        still where the author read it (else ``concurrent_change``). Without ``base`` (an
+        apply, the bootstrap), the move is from ``env`` as read here."""
+        current: policy_store.LivePolicySet | None
+        if base is not None:
+            current = policy_store.LivePolicySet(base.index, base.policy_set) if base.env == env else None
+        else:
+            current = policy_store.resolve(self.engine, self.prefix, env)
         before = current.policy_set if current else None
         suite_sha = suite.sha256 if suite else None
         if (
@@ -633,7 +676,7 @@ class Workflow:
             return policy_set.version  # the same set and tests again: nothing happened
         if suite is not None:
             self.store.save_suite(suite.sha256, suite.as_json())
-        origin = base or before
+        origin = base.policy_set if base is not None else before
         index = self._write(policy_set, origin.version if origin else None, files)
         diff = policy_diff(origin, policy_set)
         event = self.store.new_event(
@@ -646,32 +689,61 @@ class Workflow:
         return policy_set.version
 
     def _point_and_record(self, env: str, index: str, previous: str | None, event: Event) -> None:
-        """Move ``env``'s alias and record the event: both, or (the alias moved back)
-        neither."""
+        """Move ``env``'s alias from ``previous`` (the index every check of this call read)
+        to ``index``, then record the event: both, or (the alias moved back) neither. The
+        move is a compare-and-swap: when another move won meanwhile, nothing is recorded and
+        the call is refused with ``concurrent_change`` naming the version that won."""
         alias = policy_store.alias_name(self.prefix, env)
-        policy_store.point_alias(self.engine, alias, index)
+        try:
+            policy_store.point_alias(self.engine, alias, index, expected=previous)
+        except policy_store.AliasMoved as moved:
+            raise self._concurrent_change(env, moved, event.version) from moved
         try:
             self.store.record(event)
         except Exception:
             if previous is not None:
-                policy_store.point_alias(self.engine, alias, previous)
+                with suppress(policy_store.AliasMoved):  # moved on again: that move has its event
+                    policy_store.point_alias(self.engine, alias, previous, expected=index)
             else:
                 self.engine.update_aliases([{"remove": {"index": index, "alias": alias}}])
             raise
+        if self.on_move is not None:
+            self.on_move(env)
+
+    def _concurrent_change(self, env: str, moved: policy_store.AliasMoved, wanted: str | None) -> Refused:
+        won: str | None = None
+        if len(moved.current) == 1:
+            with suppress(Exception):  # the message names the winner when it can be read
+                won = policy_store.read_index(self.engine, moved.current[0]).policy_set.version
+        now = f"version {won[:12]}" if won else (", ".join(moved.current) or "no index")
+        return Refused(
+            "concurrent_change",
+            f"{env} changed while this call ran: it now serves {now}, not the version this call"
+            f" checked against; nothing was changed or recorded for {(wanted or '')[:12]}:"
+            " look at the history and try again",
+            details=[{"env": env, "version": won, "indices": moved.current, "expected": moved.expected}],
+        )
 
     def _move_live(
-        self, actor: str, action: str, version: str, reason: str | None, suite_sha: str | None = None
+        self,
+        actor: str,
+        action: str,
+        version: str,
+        reason: str | None,
+        live: Environment,
+        suite_sha: str | None = None,
     ) -> None:
-        before = policy_store.resolve(self.engine, self.prefix, "live")
+        """Move live from ``live`` (what the call's checks read) to ``version``."""
+        before = live
         target = policy_store.read_index(self.engine, self.index_of(version))
-        diff = policy_diff(before.policy_set if before else None, target.policy_set)
+        diff = policy_diff(before.policy_set, target.policy_set)
         event = self.store.new_event(
             actor, action, self.clock(), env="live", version=version,
-            previous_version=before.policy_set.version if before else None,
+            previous_version=before.version,
             suite_sha256=suite_sha, policy_ids=touched_policies(diff),
             reason=reason, diff=diff | {"summary": summary(diff)},
         )
-        self._point_and_record("live", target.index, before.index if before else None, event)
+        self._point_and_record("live", target.index, before.index, event)
 
 
 def _problems(error: ValidationError, name: str) -> list[PolicyError]:

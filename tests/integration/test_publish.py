@@ -96,7 +96,10 @@ def test_alias_always_has_exactly_one_target_while_moving(
     watcher.start()
     try:
         for turn in range(20):
-            policy_store.point_alias(engine, policy_store.alias_name(index_prefix, "live"), indices[turn % 2])
+            policy_store.point_alias(
+                engine, policy_store.alias_name(index_prefix, "live"), indices[turn % 2],
+                expected=indices[(turn + 1) % 2],
+            )
     finally:
         stop.set()
         watcher.join()

@@ -76,7 +76,7 @@ def lifecycle(
         settings=local,
         engine=engine,
         client=client,
-        workflow=Workflow(local, engine, profile_of(local), clock=clock),
+        workflow=Workflow(local, engine, profile_of(local), clock=clock, on_move=svc.alias_moved),
         keys={name: key for name, (key, _) in created.items()},
         principals={name: principal for name, (_, principal) in created.items()},
         service=svc,
