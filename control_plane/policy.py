@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -35,6 +35,9 @@ from pydantic import (
     model_validator,
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
+
+if TYPE_CHECKING:
+    from control_plane.policy_index import PolicyIndex
 
 POLICY_ID = r"^[a-z0-9][a-z0-9._-]{0,79}$"
 CAPTURE = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
@@ -551,6 +554,13 @@ class PolicySet(Frozen):
     policies: tuple[Policy, ...]
     vocabularies: tuple[Vocabulary, ...] = ()
     governance: Governance
+
+    def lookups(self) -> PolicyIndex:
+        """The id map, standing guards, vocabulary tables and sorted window edges of this
+        set, built once per loaded set (:mod:`control_plane.policy_index`)."""
+        from control_plane.policy_index import index_of
+
+        return index_of(self)
 
     def policy(self, policy_id: str) -> Policy:
         for policy in self.policies:
