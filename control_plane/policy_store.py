@@ -79,10 +79,11 @@ def write_index(
     prefix: str,
     policy_set: PolicySet,
     *,
-    batch_documents: int = BATCH_DOCUMENTS,
-    batch_bytes: int = BATCH_BYTES,
+    batch_documents: int | None = None,
+    batch_bytes: int | None = None,
 ) -> str:
-    """Create the immutable index for ``policy_set`` (idempotent); return its name."""
+    """Create the immutable index for ``policy_set`` (idempotent); return its name.
+    Batches default to :data:`BATCH_DOCUMENTS` documents and :data:`BATCH_BYTES` bytes."""
     name = index_name(prefix, policy_set.version)
     if engine.index_exists(name):
         meta = engine.get_document(name, META_ID)
@@ -108,7 +109,8 @@ def write_index(
         total = len(policy_set.policies) + len(phrases)
         written = 0
         progress = _PROGRESS.get()
-        for batch in batches(name, documents(), batch_documents, batch_bytes):
+        bounds = (batch_documents or BATCH_DOCUMENTS, batch_bytes or BATCH_BYTES)
+        for batch in batches(name, documents(), *bounds):
             _send(engine, batch.payload)
             written += batch.documents
             if progress is not None:
