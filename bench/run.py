@@ -1,7 +1,9 @@
-"""``python -m bench.run [--quick] [--out FILE] [--engine-url URL]``
+"""``python -m bench.run [--quick] [--sizes 1000,10000,100000] [--out FILE] [--engine-url URL]``
 
-Runs both benchmarks against one real engine and writes one JSON result file (default
-``bench/results/<UTC date>.json``), then prints the result as Markdown tables. Without
+Runs the benchmarks (pure compose + render; percolation and compile by policy-set size;
+governed search against the raw engine) against one real engine and writes one JSON result
+file (default ``bench/results/<UTC date>.json``) and a plot of latency against policy
+count next to it (``.png``), then prints the result as Markdown tables. Without
 ``--engine-url`` it starts a local engine of its own on a free port and stops it after.
 """
 
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import environment, governed, percolation
+from bench import compose, environment, governed, percolation, plot
 from control_plane.engine import Engine
 from control_plane.times import system_clock
 
@@ -23,15 +25,31 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 @dataclass(frozen=True)
 class Plan:
-    """Policy-set sizes; then (intents, warm-up rounds, rounds) for each benchmark."""
+    """Policy-set sizes; then (intents, warm-up rounds, rounds) for each benchmark; compose:
+    matched-policy counts, warm-up rounds, rounds."""
 
     sizes: list[int]
     percolation: tuple[int, int, int]
     governed: tuple[int, int, int]
+    compose: tuple[list[int], int, int]
 
 
-FULL = Plan(sizes=[100, 1000, 10000], percolation=(50, 2, 20), governed=(20, 3, 30))
-QUICK = Plan(sizes=[100, 1000], percolation=(20, 1, 3), governed=(10, 1, 5))
+FULL = Plan(
+    sizes=[1000, 10000], percolation=(50, 2, 10), governed=(20, 3, 30), compose=([1, 10, 50], 50, 500)
+)
+QUICK = Plan(
+    sizes=[100, 1000], percolation=(20, 1, 3), governed=(10, 1, 5), compose=([1, 10, 50], 5, 30)
+)
+
+
+def _sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"sizes must be comma-separated integers, not {text!r}") from None
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError("give at least one size, each >= 1")
+    return sizes
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -39,29 +57,35 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="small sizes and few rounds (< 60 s)")
     parser.add_argument("--out", type=Path, help="result file (default bench/results/<date>.json)")
     parser.add_argument("--engine-url", help="engine to measure against (default: start a local one)")
-    parser.add_argument("--heap", default="512m", help="heap of the local engine it starts (default 512m)")
+    parser.add_argument("--heap", default="1g", help="heap of the local engine it starts (default 1g)")
     parser.add_argument("--keep", action="store_true", help="keep the synthetic policy indices")
+    parser.add_argument(
+        "--sizes", type=_sizes, help="policy-set sizes, e.g. 1000,10000,100000 (default 1000,10000)"
+    )
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     plan = QUICK if args.quick else FULL
+    sizes = args.sizes or plan.sizes
     stamp = system_clock().date().isoformat() + ("-quick" if args.quick else "")
     out = args.out or RESULTS / f"{stamp}.json"
     command = "python -m bench.run " + shlex.join(sys.argv[1:] if argv is None else argv)
 
     def measure(engine: Engine, url: str) -> dict[str, Any]:
         measured: dict[str, Any] = {"mode": "quick" if args.quick else "full"}
+        measured["compose"] = compose.run(*plan.compose)
         try:
-            measured["percolation"] = percolation.run(engine, plan.sizes, *plan.percolation)
+            measured["percolation"] = percolation.run(engine, url, sizes, *plan.percolation)
         finally:
             if not args.keep:
-                percolation.clean_up(engine, plan.sizes)
+                percolation.clean_up(engine, sizes)
         measured["governed"] = governed.run(engine, url, *plan.governed)
         return measured
 
     result = environment.recorded_run(command, args.engine_url, args.heap, out, measure)
+    plot.latency_by_size(result, out.with_suffix(".png"))
     print(markdown(result))
     print(f"\nwritten to {out} in {result['duration_s']} s", file=sys.stderr)
     return 0
@@ -87,19 +111,41 @@ def markdown(result: dict[str, Any]) -> str:
         f"Engine: {engine['distribution']} {engine['version']} (Lucene {engine['lucene']}),"
         f" heap {engine['heap_max_mib']} MiB, JVM {', '.join(engine['jvm'])}",
         "",
-        f"Percolation (`matcher.match`): {len(perc['intents'])} intents x {perc['rounds']} rounds"
-        f" per size after {perc['warmup_rounds']} warm-up rounds, sizes interleaved",
+        f"Compose + render (pure, {result['compose']['policy_set_size']:,}-policy set):"
+        f" {result['compose']['rounds']} rounds after {result['compose']['warmup_rounds']} warm-up rounds",
         "",
-        _row(["policies", "n", "p50 ms", "p95 ms", "p99 ms", "mean ms",
-              "matches/intent (mean, max)", "publish s"]),
-        _row(["---"] * 8),
+        _row(["matched", "applied", "p50 ms", "p95 ms", "p99 ms", "mean ms", "body bytes"]),
+        _row(["---"] * 7),
+    ]
+    for entry in result["compose"]["sizes"]:
+        lat = entry["latency"]
+        lines.append(_row([
+            entry["matched"], entry["applied"], lat["p50_ms"], lat["p95_ms"], lat["p99_ms"], lat["mean_ms"],
+            entry["body_bytes"],
+        ]))
+    lines += [
+        "",
+        f"Percolation (`matcher.match`) and compile (`SearchService.compile`, cache off):"
+        f" {len(perc['intents'])} intents x {perc['rounds']} rounds per size after"
+        f" {perc['warmup_rounds']} warm-up rounds, sizes interleaved",
+        "",
+        _row(["policies", "percolate p50", "p95", "p99", "compile p50", "p95", "p99",
+              "matches/intent (mean, max)", "publish s", "first load s", "engine RSS MiB (heap)"]),
+        _row(["---"] * 11),
     ]
     for size in perc["sizes"]:
-        lat, m = size["latency"], size["matches_per_intent"]
+        lat, comp, m = size["latency"], size["compile_latency"], size["matches_per_intent"]
+        memory = size["engine_memory_after_publish"]
         lines.append(_row([
-            f"{size['policies']:,}", lat["n"], lat["p50_ms"], lat["p95_ms"], lat["p99_ms"],
-            lat["mean_ms"], f"{m['mean']}, {m['max']}", size["publish_s"],
+            f"{size['policies']:,}", lat["p50_ms"], lat["p95_ms"], lat["p99_ms"],
+            comp["p50_ms"], comp["p95_ms"], comp["p99_ms"], f"{m['mean']}, {m['max']}", size["publish_s"],
+            size["first_load_s"], f"{memory['rss_mib']} ({memory['heap_used_mib']})",
         ]))
+    growth = perc["growth_p50"]
+    lines.append(
+        f"\np50 growth from {growth['from']:,} to {growth['to']:,} policies:"
+        f" percolate x{growth['percolate']}, compile x{growth['compile']}"
+    )
     lines += [
         "",
         f"Governed search vs direct DSL: {len(gov['intents'])} intents x {gov['rounds']} rounds"
