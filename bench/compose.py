@@ -11,6 +11,7 @@ the call cost without the time it waited for a core).
 
 from __future__ import annotations
 
+import gc
 import json
 import time
 from typing import Any
@@ -79,6 +80,7 @@ def scenario(policy_set: PolicySet, count: int) -> tuple[str, list[Match]]:
 def run(counts: list[int], warmup: int, rounds: int) -> dict[str, Any]:
     vocabulary = synthetic.Vocabulary.from_catalog()
     policy_set = synthetic.policy_set(SET_SIZE, vocabulary)
+    gc.freeze()  # as policy_store.read_index does for a loaded set
     profile = load_profile(PROFILE, check=False)
     products = [json.loads(line) for line in synthetic.CATALOG.read_text(encoding="utf-8").splitlines()]
     stats = category_price_stats(products, profile)

@@ -277,7 +277,9 @@ def compose(
         if skip is not None:
             skipped.append(skip)
             continue
-        binding = bind(policy, turn.match.captures, vocabularies, context.market)
+        binding = bind(
+            policy, turn.match.captures, vocabularies, context.market, index.rule_captures[policy.id]
+        )
         captures.extend(binding.mappings)
         if binding.problem is not None:
             skipped.append(

@@ -16,6 +16,7 @@ half-written index before anything points to it: no alias ever sees a partial se
 from __future__ import annotations
 
 import contextvars
+import gc
 import json
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -211,4 +212,7 @@ def read_index(engine: Engine, index: str) -> LivePolicySet:
         raise EngineError(f"policies index {index} has no policy set document (incomplete)")
     policy_set = PolicySet.model_validate(meta["_source"]["policy_set"])
     policy_set.lookups()  # built once, as the version is loaded, not by its first request
+    # The set lives as long as it is served: keep its objects out of the cyclic collector's
+    # full scans (at 10,000 policies a gen-2 collection inside a request cost milliseconds).
+    gc.freeze()
     return LivePolicySet(index=index, policy_set=policy_set)
