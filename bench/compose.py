@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import gc
 import json
+import os
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
-from bench import synthetic
+from bench import environment, synthetic
 from bench.stats import summary, timed
 from control_plane import matcher
 from control_plane.catalog.profile import load_profile
@@ -112,5 +115,22 @@ def run(counts: list[int], warmup: int, rounds: int) -> dict[str, Any]:
     return {"policy_set_size": SET_SIZE, "warmup_rounds": warmup, "rounds": rounds, "sizes": report}
 
 
+def main(argv: list[str] | None = None) -> int:
+    """``python -m bench.compose [OUT.json]``: the pure part alone, with the machine and load."""
+    args = sys.argv[1:] if argv is None else argv
+    result: dict[str, Any] = {
+        "command": "python -m bench.compose " + " ".join(args),
+        "machine": environment.machine(),
+        "load_average_at_start": list(os.getloadavg()),
+        "compose": run([1, 10, 50], 50, 500),
+        "load_average_at_end": list(os.getloadavg()),
+    }
+    text = json.dumps(result, indent=2) + "\n"
+    if args:
+        Path(args[0]).write_text(text, encoding="utf-8")
+    print(text)
+    return 0
+
+
 if __name__ == "__main__":
-    print(json.dumps(run([1, 10, 50], 20, 200), indent=2))
+    raise SystemExit(main())

@@ -42,6 +42,9 @@ QUICK = Plan(
 )
 
 
+PARTS = ("compose", "percolation", "governed")
+
+
 def _sizes(text: str) -> list[int]:
     try:
         sizes = [int(part) for part in text.split(",") if part.strip()]
@@ -62,6 +65,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--sizes", type=_sizes, help="policy-set sizes, e.g. 1000,10000,100000 (default 1000,10000)"
     )
+    parser.add_argument(
+        "--parts", default=",".join(PARTS), help=f"what to measure, of {','.join(PARTS)} (default all)"
+    )
     return parser.parse_args(argv)
 
 
@@ -69,23 +75,30 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     plan = QUICK if args.quick else FULL
     sizes = args.sizes or plan.sizes
+    parts = {part.strip() for part in args.parts.split(",")}
+    if not parts <= set(PARTS):
+        raise SystemExit(f"unknown part(s): {', '.join(sorted(parts - set(PARTS)))}")
     stamp = system_clock().date().isoformat() + ("-quick" if args.quick else "")
     out = args.out or RESULTS / f"{stamp}.json"
     command = "python -m bench.run " + shlex.join(sys.argv[1:] if argv is None else argv)
 
     def measure(engine: Engine, url: str) -> dict[str, Any]:
         measured: dict[str, Any] = {"mode": "quick" if args.quick else "full"}
-        measured["compose"] = compose.run(*plan.compose)
-        try:
-            measured["percolation"] = percolation.run(engine, url, sizes, *plan.percolation)
-        finally:
-            if not args.keep:
-                percolation.clean_up(engine, sizes)
-        measured["governed"] = governed.run(engine, url, *plan.governed)
+        if "compose" in parts:
+            measured["compose"] = compose.run(*plan.compose)
+        if "percolation" in parts:
+            try:
+                measured["percolation"] = percolation.run(engine, url, sizes, *plan.percolation)
+            finally:
+                if not args.keep:
+                    percolation.clean_up(engine, sizes)
+        if "governed" in parts:
+            measured["governed"] = governed.run(engine, url, *plan.governed)
         return measured
 
     result = environment.recorded_run(command, args.engine_url, args.heap, out, measure)
-    plot.latency_by_size(result, out.with_suffix(".png"))
+    if "percolation" in result:
+        plot.latency_by_size(result, out.with_suffix(".png"))
     print(markdown(result))
     print(f"\nwritten to {out} in {result['duration_s']} s", file=sys.stderr)
     return 0
@@ -101,7 +114,6 @@ def _row(cells: list[Any]) -> str:
 
 def markdown(result: dict[str, Any]) -> str:
     machine, engine = result["machine"], result["engine"]
-    perc, gov = result["percolation"], result["governed"]
     lines = [
         f"Command: `{result['command']}` ({result['mode']}, {result['duration_s']} s)",
         f"Machine: {machine['nproc']} CPUs ({machine['cpu_model']}), {machine['ram_gib']} GiB RAM,"
@@ -110,20 +122,36 @@ def markdown(result: dict[str, Any]) -> str:
         f" {_load(result['load_average_at_end'])} at end",
         f"Engine: {engine['distribution']} {engine['version']} (Lucene {engine['lucene']}),"
         f" heap {engine['heap_max_mib']} MiB, JVM {', '.join(engine['jvm'])}",
+    ]
+    if "compose" in result:
+        lines += _compose_lines(result["compose"])
+    if "percolation" in result:
+        lines += _percolation_lines(result["percolation"])
+    if "governed" in result:
+        lines += _governed_lines(result["governed"])
+    return "\n".join(lines)
+
+
+def _compose_lines(composed: dict[str, Any]) -> list[str]:
+    lines = [
         "",
-        f"Compose + render (pure, {result['compose']['policy_set_size']:,}-policy set):"
-        f" {result['compose']['rounds']} rounds after {result['compose']['warmup_rounds']} warm-up rounds",
+        f"Compose + render (pure, {composed['policy_set_size']:,}-policy set):"
+        f" {composed['rounds']} rounds after {composed['warmup_rounds']} warm-up rounds",
         "",
         _row(["matched", "applied", "p50 ms", "p95 ms", "p99 ms", "mean ms", "body bytes"]),
         _row(["---"] * 7),
     ]
-    for entry in result["compose"]["sizes"]:
+    for entry in composed["sizes"]:
         lat = entry["latency"]
         lines.append(_row([
             entry["matched"], entry["applied"], lat["p50_ms"], lat["p95_ms"], lat["p99_ms"], lat["mean_ms"],
             entry["body_bytes"],
         ]))
-    lines += [
+    return lines
+
+
+def _percolation_lines(perc: dict[str, Any]) -> list[str]:
+    lines = [
         "",
         f"Percolation (`matcher.match`) and compile (`SearchService.compile`, cache off):"
         f" {len(perc['intents'])} intents x {perc['rounds']} rounds per size after"
@@ -146,7 +174,11 @@ def markdown(result: dict[str, Any]) -> str:
         f"\np50 growth from {growth['from']:,} to {growth['to']:,} policies:"
         f" percolate x{growth['percolate']}, compile x{growth['compile']}"
     )
-    lines += [
+    return lines
+
+
+def _governed_lines(gov: dict[str, Any]) -> list[str]:
+    lines = [
         "",
         f"Governed search vs direct DSL: {len(gov['intents'])} intents x {gov['rounds']} rounds"
         f" after {gov['warmup_rounds']} warm-up rounds, variants interleaved",
@@ -169,7 +201,7 @@ def markdown(result: dict[str, Any]) -> str:
         f"Governed (cache off) stage medians: compile {stages['compile']} ms, execute {stages['execute']} ms."
         f" Intents that ran more than one tier: {', '.join(multi) or 'none'}.",
     ]
-    return "\n".join(lines)
+    return lines
 
 
 if __name__ == "__main__":

@@ -282,8 +282,12 @@ def match(
         found.append((policy, [r for p in phrases for r in ranges[p]]))
     found += _highlighted(engine, index, intent, unseen, policy_filters)
     text_spans = [(policy, spans_of(intent, marks)) for policy, marks in found]
-    cue_spans = [span for policy, spans in text_spans if policy.trigger.kind == "pattern" for span in spans]
-    matches = [_to_match(policy, spans, intent, cue_spans) for policy, spans in text_spans]
+    # Patterns share cues: thousands of matched patterns may have the same few cue spans,
+    # so the captures are computed once per distinct cue span and name (not per pair).
+    cues = {(s.start, s.end): s for p, spans in text_spans if p.trigger.kind == "pattern" for s in spans}
+    cue_spans = [cues[key] for key in sorted(cues)]
+    captured: dict[tuple[int, int, str], CapturedText | None] = {}
+    matches = [_to_match(policy, spans, intent, cue_spans, captured) for policy, spans in text_spans]
     return tuple(sorted(matches, key=lambda m: m.policy_id))
 
 
@@ -301,7 +305,13 @@ def _highlighted(
     return found
 
 
-def _to_match(policy: Policy, spans: tuple[Span, ...], intent: str, cues: list[Span]) -> Match:
+def _to_match(
+    policy: Policy,
+    spans: tuple[Span, ...],
+    intent: str,
+    cues: list[Span],
+    captured: dict[tuple[int, int, str], CapturedText | None],
+) -> Match:
     kind = policy.trigger.kind
     if kind == "always":
         return Match(policy_id=policy.id)
@@ -310,7 +320,10 @@ def _to_match(policy: Policy, spans: tuple[Span, ...], intent: str, cues: list[S
     if kind != "pattern":
         return Match(policy_id=policy.id, spans=spans)
     name = policy.trigger.patterns[0].capture
-    captures = tuple(capture for span in spans if (capture := capture_after(intent, span, cues, name)))
+    for span in spans:
+        if (span.start, span.end, name) not in captured:
+            captured[(span.start, span.end, name)] = capture_after(intent, span, cues, name)
+    captures = tuple(c for span in spans if (c := captured[(span.start, span.end, name)]))
     return Match(policy_id=policy.id, spans=spans, captures=captures)
 
 
