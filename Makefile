@@ -50,8 +50,10 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy control_plane agent_gateway
 
+# Policy-set sizes of the percolation and compile benchmark, e.g. SIZES=1000,10000,100000
+SIZES ?=
 bench: setup
-	$(BIN)/python -m bench.run
+	$(BIN)/python -m bench.run $(if $(SIZES),--sizes $(SIZES))
 
 bench-lifecycle: setup
 	$(BIN)/python -m bench.lifecycle

@@ -66,6 +66,22 @@ def engine_facts(engine: Engine) -> dict[str, Any]:
     }
 
 
+def engine_memory(engine: Engine) -> dict[str, Any]:
+    """The engine's resident memory (``VmRSS`` of its process, when it runs on this machine)
+    and JVM heap in use, in MiB, summed over its nodes."""
+    stats = engine.request("GET", "/_nodes/stats/jvm")
+    heap = sum(node["jvm"]["mem"]["heap_used_in_bytes"] for node in stats["nodes"].values())
+    processes = engine.request("GET", "/_nodes/process")
+    rss_kb = 0
+    for node in processes["nodes"].values():
+        pid = node.get("process", {}).get("id")
+        found = _first_line(f"/proc/{pid}/status", "VmRSS") if pid else None
+        if found is None:
+            return {"rss_mib": None, "heap_used_mib": round(heap / 2**20)}
+        rss_kb += int(found.split()[0])
+    return {"rss_mib": round(rss_kb / 1024), "heap_used_mib": round(heap / 2**20)}
+
+
 def _free(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         try:

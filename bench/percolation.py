@@ -1,5 +1,11 @@
-"""Percolation latency by policy-set size: ``matcher.match`` timed end to end (one
-``percolate`` request with highlighting, plus span and capture extraction)."""
+"""Percolation and full compile by policy-set size.
+
+Per size, a synthetic set (``bench/synthetic.py``) is published under its own prefix
+(publish time and the engine's memory after it recorded); then, interleaved by size and
+round, every intent is timed twice: ``matcher.match`` end to end (the paged percolation and
+the phrase highlights in one ``_msearch``, spans and captures) and ``SearchService.compile``
+with the plan cache off (percolate, catalog statistics, compose) against the set's index.
+"""
 
 from __future__ import annotations
 
@@ -7,62 +13,119 @@ import sys
 import time
 from typing import Any
 
-from bench import synthetic
+from bench import environment, synthetic
 from bench.stats import summary, timed
 from control_plane import matcher, policy_store
+from control_plane.bootstrap import profile_of
+from control_plane.catalog_loader import load_catalog
+from control_plane.config import EngineSettings, SearchSettings, Settings, project_path
 from control_plane.engine import Engine
 from control_plane.policy import Policy
+from control_plane.service import SearchRequest, SearchService
 
 PREFIX = "govsearch-bench-policies"
+COHORTS = ("vegan",)
 
 
-def run(engine: Engine, sizes: list[int], intent_count: int, warmup: int, rounds: int) -> dict[str, Any]:
+def run(
+    engine: Engine, url: str, sizes: list[int], intent_count: int, warmup: int, rounds: int
+) -> dict[str, Any]:
     """Publish one synthetic set per size, then time every intent against every size.
 
     Rounds interleave the sizes (rotating which goes first) so drift on the machine spreads
     over all of them; within a size the intents run in a fixed order.
     """
+    settings = Settings(
+        engine=EngineSettings(url=url, timeout_s=60), search=SearchSettings(plan_cache_size=0)
+    )
+    profile = profile_of(settings)
+    load_catalog(engine, profile, project_path(settings.catalog.file))  # compile reads its price statistics
     vocabulary = synthetic.Vocabulary.from_catalog()
     intents = synthetic.intents(vocabulary, intent_count)
-    published: dict[int, tuple[str, dict[str, Policy]]] = {}
+    published: dict[int, tuple[str, dict[str, Policy], SearchService]] = {}
     report: dict[int, dict[str, Any]] = {}
-    for size in sizes:
-        policy_set = synthetic.policy_set(size, vocabulary)
-        prefix = f"{PREFIX}-{size}"
-        started = time.perf_counter()
-        index = policy_store.publish(engine, prefix, policy_set, "live")
-        publish_s = time.perf_counter() - started
-        print(f"published {size} policies to {index} in {publish_s:.1f}s", file=sys.stderr)
-        published[size] = (index, {p.id: p for p in policy_set.policies})
-        report[size] = {"policies": size, "version": policy_set.version, "publish_s": round(publish_s, 2)}
+    try:
+        for size in sizes:
+            started = time.perf_counter()
+            policy_set = synthetic.policy_set(size, vocabulary)
+            generated_s = time.perf_counter() - started
+            started = time.perf_counter()
+            index = policy_store.publish(engine, f"{PREFIX}-{size}", policy_set, "live")
+            publish_s = time.perf_counter() - started
+            print(f"published {size} policies to {index} in {publish_s:.1f}s", file=sys.stderr)
+            service = SearchService(settings, engine, profile, index=index)
+            started = time.perf_counter()
+            service.snapshot()  # the first request's load of the set, once
+            load_s = time.perf_counter() - started
+            published[size] = (index, {p.id: p for p in policy_set.policies}, service)
+            report[size] = {
+                "policies": size,
+                "version": policy_set.version,
+                "trigger_kinds": _kinds(policy_set.policies),
+                "generate_s": round(generated_s, 2),
+                "publish_s": round(publish_s, 2),
+                "first_load_s": round(load_s, 2),
+                "engine_memory_after_publish": environment.engine_memory(engine),
+            }
+        return _measure(published, report, sizes, intents, warmup, rounds)
+    finally:
+        for _, _, service in published.values():
+            service.close()
 
-    def once(size: int, intent: str) -> tuple[int, int]:
-        index, by_id = published[size]
+
+def _kinds(policies: tuple[Policy, ...]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for policy in policies:
+        counts[policy.trigger.kind] = counts.get(policy.trigger.kind, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def _measure(
+    published: dict[int, tuple[str, dict[str, Policy], SearchService]],
+    report: dict[int, dict[str, Any]],
+    sizes: list[int],
+    intents: list[str],
+    warmup: int,
+    rounds: int,
+) -> dict[str, Any]:
+    requests = {intent: SearchRequest(intent=intent, cohorts=COHORTS) for intent in intents}
+
+    def percolate(size: int, intent: str) -> tuple[int, int]:
+        index, by_id, service = published[size]
         elapsed, found = timed(
-            lambda: matcher.match(engine, index, intent, by_id, cohorts=("vegan",), now=synthetic.NOW)
+            lambda: matcher.match(service.engine, index, intent, by_id, cohorts=COHORTS, now=synthetic.NOW)
         )
         return elapsed, len(found)
+
+    def compile_(size: int, intent: str) -> int:
+        service = published[size][2]
+        return timed(lambda: service.compile(requests[intent], synthetic.NOW))[0]
 
     for _ in range(warmup):
         for size in sizes:
             for intent in intents:
-                once(size, intent)
-    samples: dict[int, list[int]] = {size: [] for size in sizes}
+                percolate(size, intent)
+                compile_(size, intent)
+    samples: dict[str, dict[int, list[int]]] = {
+        "percolate": {s: [] for s in sizes}, "compile": {s: [] for s in sizes}
+    }
     by_intent: dict[int, dict[str, list[int]]] = {size: {i: [] for i in intents} for size in sizes}
     matches: dict[int, list[int]] = {size: [] for size in sizes}
     for round_number in range(rounds):
         order = sizes[round_number % len(sizes):] + sizes[: round_number % len(sizes)]
         for size in order:
             for intent in intents:
-                elapsed, count = once(size, intent)
-                samples[size].append(elapsed)
+                elapsed, count = percolate(size, intent)
+                samples["percolate"][size].append(elapsed)
                 by_intent[size][intent].append(elapsed)
+                samples["compile"][size].append(compile_(size, intent))
                 if round_number == 0:
                     matches[size].append(count)
     for size in sizes:
         counts = sorted(matches[size])
         report[size] |= {
-            "latency": summary(samples[size]),
+            "latency": summary(samples["percolate"][size]),
+            "compile_latency": summary(samples["compile"][size]),
             "matches_per_intent": {
                 "mean": round(sum(counts) / len(counts), 1),
                 "median": counts[len(counts) // 2],
@@ -73,13 +136,22 @@ def run(engine: Engine, sizes: list[int], intent_count: int, warmup: int, rounds
                 for intent, count in zip(intents, matches[size], strict=True)
             ],
         }
+    first, last = sizes[0], sizes[-1]
     return {
         "intents": intents,
-        "cohorts": ["vegan"],
+        "cohorts": list(COHORTS),
         "now": synthetic.NOW.isoformat(),
         "warmup_rounds": warmup,
         "rounds": rounds,
         "sizes": [report[size] for size in sizes],
+        "growth_p50": {
+            "from": first,
+            "to": last,
+            "percolate": round(report[last]["latency"]["p50_ms"] / report[first]["latency"]["p50_ms"], 2),
+            "compile": round(
+                report[last]["compile_latency"]["p50_ms"] / report[first]["compile_latency"]["p50_ms"], 2
+            ),
+        },
     }
 
 

@@ -1,7 +1,9 @@
-"""``python -m bench.run [--quick] [--out FILE] [--engine-url URL]``
+"""``python -m bench.run [--quick] [--sizes 1000,10000,100000] [--out FILE] [--engine-url URL]``
 
-Runs both benchmarks against one real engine and writes one JSON result file (default
-``bench/results/<UTC date>.json``), then prints the result as Markdown tables. Without
+Runs the benchmarks (pure compose + render; percolation and compile by policy-set size;
+governed search against the raw engine) against one real engine and writes one JSON result
+file (default ``bench/results/<UTC date>.json``) and a plot of latency against policy
+count next to it (``.png``), then prints the result as Markdown tables. Without
 ``--engine-url`` it starts a local engine of its own on a free port and stops it after.
 """
 
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import environment, governed, percolation
+from bench import compose, environment, governed, percolation, plot
 from control_plane.engine import Engine
 from control_plane.times import system_clock
 
@@ -23,15 +25,34 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 @dataclass(frozen=True)
 class Plan:
-    """Policy-set sizes; then (intents, warm-up rounds, rounds) for each benchmark."""
+    """Policy-set sizes; then (intents, warm-up rounds, rounds) for each benchmark; compose:
+    matched-policy counts, warm-up rounds, rounds."""
 
     sizes: list[int]
     percolation: tuple[int, int, int]
     governed: tuple[int, int, int]
+    compose: tuple[list[int], int, int]
 
 
-FULL = Plan(sizes=[100, 1000, 10000], percolation=(50, 2, 20), governed=(20, 3, 30))
-QUICK = Plan(sizes=[100, 1000], percolation=(20, 1, 3), governed=(10, 1, 5))
+FULL = Plan(
+    sizes=[1000, 10000], percolation=(50, 2, 10), governed=(20, 3, 30), compose=([1, 10, 50], 50, 500)
+)
+QUICK = Plan(
+    sizes=[100, 1000], percolation=(20, 1, 3), governed=(10, 1, 5), compose=([1, 10, 50], 5, 30)
+)
+
+
+PARTS = ("compose", "percolation", "governed")
+
+
+def _sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"sizes must be comma-separated integers, not {text!r}") from None
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError("give at least one size, each >= 1")
+    return sizes
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -39,29 +60,45 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="small sizes and few rounds (< 60 s)")
     parser.add_argument("--out", type=Path, help="result file (default bench/results/<date>.json)")
     parser.add_argument("--engine-url", help="engine to measure against (default: start a local one)")
-    parser.add_argument("--heap", default="512m", help="heap of the local engine it starts (default 512m)")
+    parser.add_argument("--heap", default="1g", help="heap of the local engine it starts (default 1g)")
     parser.add_argument("--keep", action="store_true", help="keep the synthetic policy indices")
+    parser.add_argument(
+        "--sizes", type=_sizes, help="policy-set sizes, e.g. 1000,10000,100000 (default 1000,10000)"
+    )
+    parser.add_argument(
+        "--parts", default=",".join(PARTS), help=f"what to measure, of {','.join(PARTS)} (default all)"
+    )
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     plan = QUICK if args.quick else FULL
+    sizes = args.sizes or plan.sizes
+    parts = {part.strip() for part in args.parts.split(",")}
+    if not parts <= set(PARTS):
+        raise SystemExit(f"unknown part(s): {', '.join(sorted(parts - set(PARTS)))}")
     stamp = system_clock().date().isoformat() + ("-quick" if args.quick else "")
     out = args.out or RESULTS / f"{stamp}.json"
     command = "python -m bench.run " + shlex.join(sys.argv[1:] if argv is None else argv)
 
     def measure(engine: Engine, url: str) -> dict[str, Any]:
         measured: dict[str, Any] = {"mode": "quick" if args.quick else "full"}
-        try:
-            measured["percolation"] = percolation.run(engine, plan.sizes, *plan.percolation)
-        finally:
-            if not args.keep:
-                percolation.clean_up(engine, plan.sizes)
-        measured["governed"] = governed.run(engine, url, *plan.governed)
+        if "compose" in parts:
+            measured["compose"] = compose.run(*plan.compose)
+        if "percolation" in parts:
+            try:
+                measured["percolation"] = percolation.run(engine, url, sizes, *plan.percolation)
+            finally:
+                if not args.keep:
+                    percolation.clean_up(engine, sizes)
+        if "governed" in parts:
+            measured["governed"] = governed.run(engine, url, *plan.governed)
         return measured
 
     result = environment.recorded_run(command, args.engine_url, args.heap, out, measure)
+    if "percolation" in result:
+        plot.latency_by_size(result, out.with_suffix(".png"))
     print(markdown(result))
     print(f"\nwritten to {out} in {result['duration_s']} s", file=sys.stderr)
     return 0
@@ -77,7 +114,6 @@ def _row(cells: list[Any]) -> str:
 
 def markdown(result: dict[str, Any]) -> str:
     machine, engine = result["machine"], result["engine"]
-    perc, gov = result["percolation"], result["governed"]
     lines = [
         f"Command: `{result['command']}` ({result['mode']}, {result['duration_s']} s)",
         f"Machine: {machine['nproc']} CPUs ({machine['cpu_model']}), {machine['ram_gib']} GiB RAM,"
@@ -86,21 +122,63 @@ def markdown(result: dict[str, Any]) -> str:
         f" {_load(result['load_average_at_end'])} at end",
         f"Engine: {engine['distribution']} {engine['version']} (Lucene {engine['lucene']}),"
         f" heap {engine['heap_max_mib']} MiB, JVM {', '.join(engine['jvm'])}",
+    ]
+    if "compose" in result:
+        lines += _compose_lines(result["compose"])
+    if "percolation" in result:
+        lines += _percolation_lines(result["percolation"])
+    if "governed" in result:
+        lines += _governed_lines(result["governed"])
+    return "\n".join(lines)
+
+
+def _compose_lines(composed: dict[str, Any]) -> list[str]:
+    lines = [
         "",
-        f"Percolation (`matcher.match`): {len(perc['intents'])} intents x {perc['rounds']} rounds"
-        f" per size after {perc['warmup_rounds']} warm-up rounds, sizes interleaved",
+        f"Compose + render (pure, {composed['policy_set_size']:,}-policy set):"
+        f" {composed['rounds']} rounds after {composed['warmup_rounds']} warm-up rounds",
         "",
-        _row(["policies", "n", "p50 ms", "p95 ms", "p99 ms", "mean ms",
-              "matches/intent (mean, max)", "publish s"]),
-        _row(["---"] * 8),
+        _row(["matched", "applied", "p50 ms", "p95 ms", "p99 ms", "mean ms", "body bytes"]),
+        _row(["---"] * 7),
+    ]
+    for entry in composed["sizes"]:
+        lat = entry["latency"]
+        lines.append(_row([
+            entry["matched"], entry["applied"], lat["p50_ms"], lat["p95_ms"], lat["p99_ms"], lat["mean_ms"],
+            entry["body_bytes"],
+        ]))
+    return lines
+
+
+def _percolation_lines(perc: dict[str, Any]) -> list[str]:
+    lines = [
+        "",
+        f"Percolation (`matcher.match`) and compile (`SearchService.compile`, cache off):"
+        f" {len(perc['intents'])} intents x {perc['rounds']} rounds per size after"
+        f" {perc['warmup_rounds']} warm-up rounds, sizes interleaved",
+        "",
+        _row(["policies", "percolate p50", "p95", "p99", "compile p50", "p95", "p99",
+              "matches/intent (mean, max)", "publish s", "first load s", "engine RSS MiB (heap)"]),
+        _row(["---"] * 11),
     ]
     for size in perc["sizes"]:
-        lat, m = size["latency"], size["matches_per_intent"]
+        lat, comp, m = size["latency"], size["compile_latency"], size["matches_per_intent"]
+        memory = size["engine_memory_after_publish"]
         lines.append(_row([
-            f"{size['policies']:,}", lat["n"], lat["p50_ms"], lat["p95_ms"], lat["p99_ms"],
-            lat["mean_ms"], f"{m['mean']}, {m['max']}", size["publish_s"],
+            f"{size['policies']:,}", lat["p50_ms"], lat["p95_ms"], lat["p99_ms"],
+            comp["p50_ms"], comp["p95_ms"], comp["p99_ms"], f"{m['mean']}, {m['max']}", size["publish_s"],
+            size["first_load_s"], f"{memory['rss_mib']} ({memory['heap_used_mib']})",
         ]))
-    lines += [
+    growth = perc["growth_p50"]
+    lines.append(
+        f"\np50 growth from {growth['from']:,} to {growth['to']:,} policies:"
+        f" percolate x{growth['percolate']}, compile x{growth['compile']}"
+    )
+    return lines
+
+
+def _governed_lines(gov: dict[str, Any]) -> list[str]:
+    lines = [
         "",
         f"Governed search vs direct DSL: {len(gov['intents'])} intents x {gov['rounds']} rounds"
         f" after {gov['warmup_rounds']} warm-up rounds, variants interleaved",
@@ -123,7 +201,7 @@ def markdown(result: dict[str, Any]) -> str:
         f"Governed (cache off) stage medians: compile {stages['compile']} ms, execute {stages['execute']} ms."
         f" Intents that ran more than one tier: {', '.join(multi) or 'none'}.",
     ]
-    return "\n".join(lines)
+    return lines
 
 
 if __name__ == "__main__":

@@ -2,7 +2,14 @@
 
 The same seed and size always give the same policies (hence the same policy-set version)
 and the same intents, so runs on different machines or commits compare like with like.
-Trigger mix: 40% phrase, 25% any, 15% exact, 20% pattern; 10% of policies carry a cohort,
+
+The generator ("realistic" sets, the issue-14 figures): trigger terms are the 1,000 most
+frequent words, adjacent word pairs and word triples of catalog titles (``Vocabulary``);
+triggers are 55% ``phrase`` (one or two phrases of 1-3 words: 50% one word, 35% a pair,
+15% a triple), 30% ``any`` (two to four single words, consuming), 10% ``exact`` (a word or
+a pair) and 5% ``pattern`` (a price or an allergen cue, consuming). Rules: patterns map
+their capture (price ceiling, allergen exclusion); the others set a category (50%), boost
+organic labels (30%) or a relative price ceiling (20%). 10% of policies carry a cohort,
 10% an active window (half of them open at :data:`NOW`), 2% are disabled.
 """
 
@@ -40,35 +47,43 @@ _WORDS = re.compile(r"[^\W\d_]{4,}")
 class Vocabulary:
     """Words and adjacent word pairs of catalog titles, most frequent first; leaf categories."""
 
-    def __init__(self, words: list[str], pairs: list[str], categories: list[str]) -> None:
+    def __init__(self, words: list[str], pairs: list[str], categories: list[str], triples: list[str]) -> None:
         self.words = words
         self.pairs = pairs
         self.categories = categories
+        self.triples = triples
 
     @classmethod
     def from_catalog(cls, path: Path = CATALOG, size: int = 1000) -> Vocabulary:
         words: Counter[str] = Counter()
         pairs: Counter[str] = Counter()
+        triples: Counter[str] = Counter()
         categories: Counter[str] = Counter()
         for line in path.read_text(encoding="utf-8").splitlines():
             product = json.loads(line)
             title = [w for w in _WORDS.findall(product["title"].casefold()) if w not in RESERVED]
             words.update(title)
             pairs.update(f"{a} {b}" for a, b in pairwise(title))
+            triples.update(" ".join(title[i : i + 3]) for i in range(len(title) - 2))
             categories[product["category"]] += 1
         def top(counter: Counter[str], n: int) -> list[str]:
             return [w for w, _ in sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))[:n]]
 
-        return cls(top(words, size), top(pairs, size), top(categories, 50))
+        return cls(top(words, size), top(pairs, size), top(categories, 50), top(triples, size))
+
+
+def _phrase(rng: random.Random, vocabulary: Vocabulary) -> str:
+    roll = rng.random()
+    pool = vocabulary.words if roll < 0.5 else vocabulary.pairs if roll < 0.85 else vocabulary.triples
+    return rng.choice(pool)
 
 
 def _trigger(rng: random.Random, vocabulary: Vocabulary, roll: float) -> dict[str, Any]:
-    if roll < 0.40:
-        pool = vocabulary.pairs if rng.random() < 0.4 else vocabulary.words
-        return {"phrase": sorted(set(rng.sample(pool, rng.randint(1, 2))))}
-    if roll < 0.65:
+    if roll < 0.55:
+        return {"phrase": sorted({_phrase(rng, vocabulary) for _ in range(rng.randint(1, 2))})}
+    if roll < 0.85:
         return {"any": sorted(set(rng.sample(vocabulary.words, rng.randint(2, 4)))), "consume": True}
-    if roll < 0.80:
+    if roll < 0.95:
         pool = vocabulary.pairs if rng.random() < 0.3 else vocabulary.words
         return {"exact": [rng.choice(pool)]}
     if rng.random() < 0.5:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -208,13 +209,17 @@ def cmd_policy_check(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_policy_publish(args: argparse.Namespace, settings: Settings) -> int:
+    from control_plane import policy_store
     from control_plane.bootstrap import publish_policies
     from control_plane.errors import PolicyLoadError
+    from control_plane.progress import terminal_bar
 
+    bar = terminal_bar("publishing policies", sys.stderr)
     try:
-        index, version = publish_policies(
-            connect_engine(settings), settings, args.dir or settings.policies.dir, args.env, clock=CLOCK
-        )
+        with policy_store.reporting(bar) if bar else contextlib.nullcontext():
+            index, version = publish_policies(
+                connect_engine(settings), settings, args.dir or settings.policies.dir, args.env, clock=CLOCK
+            )
     except PolicyLoadError as error:
         return _report_load_errors(error)
     print(f"policy set {version} is {args.env} ({index})")

@@ -211,8 +211,11 @@ import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from control_plane.composer_captures import bind, index_vocabularies
+from pydantic import BaseModel
+
+from control_plane.composer_captures import bind
 from control_plane.composer_fields import apply
 from control_plane.composer_price import StatsLike, finish_price
 from control_plane.composer_state import Actor, State
@@ -255,8 +258,9 @@ def compose(
     policy_set: PolicySet, intent: str, matches: Sequence[Match], context: ComposeContext
 ) -> Composition:
     """Compose ``matches`` of ``intent`` into a plan and its explanation (module docstring)."""
+    index = policy_set.lookups()
     turns = _turns(policy_set, intent, matches)
-    vocabularies = index_vocabularies(policy_set)
+    vocabularies = index.vocabularies
     state = State(
         plan=Plan(residual=residual_text(intent, (), ())),
         governance=policy_set.governance,
@@ -264,6 +268,7 @@ def compose(
         actors={turn.actor.id: turn.actor for turn in turns},
     )
     consumed: list[tuple[Span, str]] = []
+    dumped = _Dumped()
     applied: list[AppliedStep] = []
     skipped: list[Skipped] = []
     captures: list[CaptureMapping] = []
@@ -273,7 +278,9 @@ def compose(
         if skip is not None:
             skipped.append(skip)
             continue
-        binding = bind(policy, turn.match.captures, vocabularies, context.market)
+        binding = bind(
+            policy, turn.match.captures, vocabularies, context.market, index.rule_captures[policy.id]
+        )
         captures.extend(binding.mappings)
         if binding.problem is not None:
             skipped.append(
@@ -293,7 +300,7 @@ def compose(
             AppliedStep(
                 policy_id=policy.id,
                 consumed=spans,
-                changes=_changes(before, state),
+                changes=_changes(before, state, dumped),
                 explain=policy.explain,
                 dropped=binding.dropped,
             )
@@ -325,7 +332,8 @@ def compose(
 
 
 def _turns(policy_set: PolicySet, intent: str, matches: Sequence[Match]) -> list[_Turn]:
-    policies = {policy.id: policy for policy in policy_set.policies}
+    index = policy_set.lookups()
+    policies = index.by_id
     by_id: dict[str, Match] = {}
     for found in matches:
         if found.policy_id not in policies:
@@ -340,9 +348,8 @@ def _turns(policy_set: PolicySet, intent: str, matches: Sequence[Match]) -> list
                     f"span [{span.start}, {span.end}) of '{found.policy_id}' is empty or outside the intent"
                 )
         by_id[found.policy_id] = found
-    for policy in policy_set.policies:
-        if policy.kind == "guard" and policy.enabled and policy.active is None:
-            by_id.setdefault(policy.id, Match(policy_id=policy.id))
+    for policy in index.standing_guards:
+        by_id.setdefault(policy.id, Match(policy_id=policy.id))
     unordered = []
     for policy_id, found in by_id.items():
         footprint = _footprint(found)
@@ -451,14 +458,39 @@ def _rewrite(text: str, rule: RewriteRule) -> str:
 # --- changes -----------------------------------------------------------------------------
 
 
-def _changes(before: State, after: State) -> tuple[Change, ...]:
-    old = before.plan.model_dump(mode="json")
-    new = after.plan.model_dump(mode="json")
-    changes = [
-        Change(field=name, before=old[name], after=new[name])
-        for name in Plan.model_fields
-        if name != "applied" and old[name] != new[name]
-    ]
+class _Dumped:
+    """Plan field values as JSON data, each distinct value object dumped once per compose.
+
+    Frozen plans share what a step did not touch (a tuple of boosts grows by one, its
+    earlier boosts are the same objects), so a field is compared by identity first and
+    only the values a step made are dumped. The data is what ``model_dump(mode="json")``
+    gives; entries keep their object alive so an id is never reused within one compose.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[int, tuple[object, Any]] = {}
+
+    def __call__(self, value: object) -> Any:
+        if isinstance(value, tuple):
+            return [self(item) for item in value]
+        if not isinstance(value, BaseModel):
+            return value
+        entry = self._seen.get(id(value))
+        if entry is None:
+            entry = (value, value.model_dump(mode="json"))
+            self._seen[id(value)] = entry
+        return entry[1]
+
+
+def _changes(before: State, after: State, dumped: _Dumped) -> tuple[Change, ...]:
+    changes = []
+    for name in Plan.model_fields:
+        old_value, new_value = getattr(before.plan, name), getattr(after.plan, name)
+        if name == "applied" or old_value is new_value:
+            continue
+        old, new = dumped(old_value), dumped(new_value)
+        if old != new:
+            changes.append(Change(field=name, before=old, after=new))
     for claim in after.prices[len(before.prices) :]:
         if claim.percentile is not None:
             pending = {
@@ -466,7 +498,6 @@ def _changes(before: State, after: State) -> tuple[Change, ...]:
                 "policy": claim.actor.id,
                 "resolved": "after the cascade, against the final category",
             }
-            changes.append(
-                Change(field=f"price.{claim.side}", before=old["price"][claim.side], after=pending)
-            )
+            side = dumped(getattr(before.plan.price, claim.side))
+            changes.append(Change(field=f"price.{claim.side}", before=side, after=pending))
     return tuple(changes)

@@ -145,7 +145,11 @@ def bind(
     captures: Sequence[CapturedText],
     vocabularies: Mapping[str, VocabularyIndex],
     market: str | None,
+    rule_captures: Sequence[tuple[str, ...]] | None = None,
 ) -> Binding:
+    """``rule_captures``: each rule's ``captures``, when already known (the set's lookups)."""
+    if rule_captures is None:
+        rule_captures = [rule.captures for rule in policy.rules]
     texts: dict[str, list[str]] = {}
     for capture in sorted(captures, key=lambda c: (c.span.start, c.span.end, c.name, c.text)):
         text = " ".join(capture.text.split())
@@ -172,10 +176,13 @@ def bind(
 
     for index, rule in enumerate(policy.rules):
         body = rule.body
+        if not rule_captures[index]:  # nothing to substitute: the body as written
+            bodies.append(body)
+            continue
         bindings: dict[str, tuple[str, ...]] = {}
         prices: dict[str, tuple[float, ...]] = {}
         missing_context = False
-        for name in rule.captures:
+        for name in rule_captures[index]:
             used.add(name)
             from_context = name in CONTEXT_VALUES and name not in captured_by_trigger
             if from_context and market is None:

@@ -7,7 +7,6 @@ Price bounds live in :mod:`control_plane.composer_price`.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import assert_never
 
 from control_plane.composer_price import claim_price
@@ -62,7 +61,7 @@ def apply(state: State, actor: Actor, body: RuleBody) -> State:
         case SponsoredRule():
             return _sponsored(state, actor, body)
         case RewriteRule():
-            return replace(state, rewrites=(*state.rewrites, body))
+            return state.evolved(rewrites=(*state.rewrites, body))
         case SynonymsRule():
             terms = (" ".join(t.split()) for t in (*state.plan.synonyms, *body.terms))
             return state.with_plan(synonyms=tuple(sorted({t for t in terms if t})))
@@ -88,9 +87,9 @@ def _meet(
 ) -> tuple[State, Constraint | None]:
     """A set-valued rule meets what is already on its field; returns the field's new value."""
     if current is None:
-        state = replace(state, setters=with_actor(state.setters, key, actor))
+        state = state.evolved(setters=with_actor(state.setters, key, actor))
         if strategy == "override":
-            state = replace(state, holds=with_actor(state.holds, key, actor))
+            state = state.evolved(holds=with_actor(state.holds, key, actor))
         return state, proposed
     holder = state.holds.get(key)
     narrows = strategy in ("override", "intersect")
@@ -124,7 +123,7 @@ def _meet(
             f" ({precedence(first, actor)}): {narrowed}, and '{actor.id}' now holds it"
         )
         state = state.record(key, "override", actor, [], reason)
-        state = replace(state, holds=with_actor(state.holds, key, actor))
+        state = state.evolved(holds=with_actor(state.holds, key, actor))
     elif common != current.values or len(common) != len(wanted):
         kept = f"{shown(current.values)} and {shown(proposed.values)} share {shown(common)}"
         state = state.record(key, "intersect", actor, [], kept)
@@ -205,7 +204,7 @@ def _boost(state: State, actor: Actor, body: BoostRule | BuryRule) -> State:
                 f" (higher precedence): added alongside, and '{actor.id}' now holds the field"
             )
             state = state.record(key, "override", actor, [], reason)
-        state = replace(state, holds=with_actor(state.holds, key, actor))
+        state = state.evolved(holds=with_actor(state.holds, key, actor))
     boost = Boost(field=body.field, values=canonical(body.values), weight=body.weight, policy=actor.id)
     return state.with_plan(boosts=(*state.plan.boosts, boost))
 
@@ -215,7 +214,7 @@ def _route(state: State, actor: Actor, body: RouteRule) -> State:
     if setter is not None:
         reason = f"{precedence(setter, actor)}: route stays '{state.plan.route}', not '{body.to}'"
         return state.record("route", "highest_priority", setter, [actor], reason)
-    state = replace(state, setters=with_actor(state.setters, "route", actor))
+    state = state.evolved(setters=with_actor(state.setters, "route", actor))
     return state.with_plan(route=body.to)
 
 
@@ -232,7 +231,7 @@ def _economics(state: State, actor: Actor, body: EconomicsRule) -> State:
             reason = f"{precedence(setter, actor)}: {key} stays {kept.value}, not {value}"
             state = state.record(key, "highest_priority", setter, [actor], reason)
             continue
-        state = replace(state, setters=with_actor(state.setters, key, actor))
+        state = state.evolved(setters=with_actor(state.setters, key, actor))
         state = state.with_plan(**{key: Weight(value=value, policy=actor.id)})
     return state
 
@@ -257,7 +256,7 @@ def _pin(state: State, actor: Actor, body: PinRule) -> State:
         else:
             pins.append(product)
             pinned_by[product] = actor
-    return replace(state, pinned_by=pinned_by).with_plan(pins=tuple(pins))
+    return state.evolved(pinned_by=pinned_by).with_plan(pins=tuple(pins))
 
 
 def _hide(state: State, actor: Actor, body: HideRule) -> State:
@@ -277,7 +276,7 @@ def _hide(state: State, actor: Actor, body: HideRule) -> State:
         ids = tuple(p for p in entry.ids if p not in hidden)
         if ids:
             sponsored.append(entry.model_copy(update={"ids": ids}))
-    return replace(state, hidden_by=hidden_by).with_plan(
+    return state.evolved(hidden_by=hidden_by).with_plan(
         hides=tuple(sorted(hidden)),
         pins=tuple(p for p in state.plan.pins if p not in hidden),
         sponsored=tuple(sponsored),

@@ -40,7 +40,7 @@ def claim_price(state: State, actor: Actor, body: PriceRule) -> State:
             raise TypeError(f"price bound {bound!r} of '{actor.id}' reached the cascade unbound")
         else:
             claims.append(PriceClaim(side, actor, body.strategy, float(bound)))
-    state = replace(state, prices=tuple(claims))
+    state = state.evolved(prices=tuple(claims))
     resolved = [c for c in state.prices if c.value is not None]
     bounds = PriceBounds(min=_fold(state, "min", resolved)[1], max=_fold(state, "max", resolved)[1])
     return state.with_plan(price=bounds)

@@ -9,7 +9,7 @@ new one. Nothing here depends on dict or set iteration order.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from typing import Literal
 
 from control_plane.plan import Constraint, Plan, Resolution
@@ -71,8 +71,19 @@ class State:
     rewrites: tuple[RewriteRule, ...] = ()
     resolutions: tuple[Resolution, ...] = ()
 
+    def evolved(self, **changes: object) -> State:
+        """A copy with ``changes``: what ``dataclasses.replace`` gives, without running
+        ``__init__`` again (a new state per rule puts this on the composer's hot path)."""
+        unknown = changes.keys() - _STATE_FIELDS
+        if unknown:
+            raise TypeError(f"State has no field {', '.join(sorted(unknown))}")
+        new = object.__new__(State)
+        new.__dict__.update(self.__dict__)
+        new.__dict__.update(changes)
+        return new
+
     def with_plan(self, **update: object) -> State:
-        return replace(self, plan=self.plan.model_copy(update=update))
+        return self.evolved(plan=self.plan.model_copy(update=update))
 
     def record(self, key: str, strategy: str, winner: Actor, losers: Sequence[Actor], reason: str) -> State:
         resolution = Resolution(
@@ -85,7 +96,10 @@ class State:
         return self.noted(resolution)
 
     def noted(self, resolution: Resolution) -> State:
-        return replace(self, resolutions=(*self.resolutions, resolution))
+        return self.evolved(resolutions=(*self.resolutions, resolution))
+
+
+_STATE_FIELDS = frozenset(f.name for f in fields(State))
 
 
 # --- shared wording and value handling -------------------------------------------------

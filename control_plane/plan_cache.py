@@ -14,29 +14,25 @@ from datetime import datetime
 from typing import Generic, TypeVar
 
 from control_plane.policy import PolicySet
+from control_plane.policy_index import index_of
 
 T = TypeVar("T")
 
 
 def window_edges(policy_set: PolicySet) -> list[datetime]:
-    """Every active-window start and end in the set."""
-    return [
-        edge
-        for policy in policy_set.policies
-        if policy.active is not None
-        for edge in (policy.active.start, policy.active.until)
-        if edge is not None
-    ]
+    """Every active-window start and end in the set, sorted, each once."""
+    return list(index_of(policy_set).window_edges)
 
 
 def next_boundary(policy_set: PolicySet, now: datetime) -> datetime | None:
-    """The earliest window start or end strictly after ``now`` (None: no boundary ahead)."""
-    return min((edge for edge in window_edges(policy_set) if edge > now), default=None)
+    """The earliest window start or end strictly after ``now`` (None: no boundary ahead).
+    A binary search in the set's sorted edges (:mod:`control_plane.policy_index`)."""
+    return index_of(policy_set).next_boundary(now)
 
 
 def previous_boundary(policy_set: PolicySet, now: datetime) -> datetime | None:
     """The latest window start or end at or before ``now`` (None: no boundary behind)."""
-    return max((edge for edge in window_edges(policy_set) if edge <= now), default=None)
+    return index_of(policy_set).previous_boundary(now)
 
 
 class PlanCache(Generic[T]):

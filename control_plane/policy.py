@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -37,6 +37,9 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from control_plane.intent_text import normalise
+
+if TYPE_CHECKING:
+    from control_plane.policy_index import PolicyIndex
 
 POLICY_ID = r"^[a-z0-9][a-z0-9._-]{0,79}$"
 CAPTURE = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
@@ -555,6 +558,13 @@ class PolicySet(Frozen):
     policies: tuple[Policy, ...]
     vocabularies: tuple[Vocabulary, ...] = ()
     governance: Governance
+
+    def lookups(self) -> PolicyIndex:
+        """The id map, standing guards, vocabulary tables and sorted window edges of this
+        set, built once per loaded set (:mod:`control_plane.policy_index`)."""
+        from control_plane.policy_index import index_of
+
+        return index_of(self)
 
     def policy(self, policy_id: str) -> Policy:
         for policy in self.policies:

@@ -62,8 +62,16 @@ Clause names (``_name``), which the engine reports per hit in ``matched_queries`
   policy added a synonym or hid an id).
 
 Every value that comes from the request or the plan reaches the DSL through ``tojson``
-inside a template; templates render JSON text that is parsed and composed as dicts, so no
-text, however hostile, can change the structure of the query.
+inside a template, so no text, however hostile, can change the structure of the query.
+The templates are the single source of the DSL's shape, and they are compiled once
+(``auto_reload`` off: no file system access per request). Rendering a clause does not
+print values into JSON text and parse it back: inside a template ``tojson`` prints a
+*hole* (a placeholder string) and keeps the value aside; the rendered text, made of the
+template's own JSON and holes only, is parsed once per distinct text into a skeleton, and
+each rendering fills the skeleton's holes with the values (see :func:`_clause`). The result
+is the one the text round trip gives, key order included: ``json.dumps(sort_keys=True)``
+semantics for every value that went through ``tojson`` (keys sorted at every level, tuples
+as lists, no NaN), the template's order for the outermost template's own keys.
 """
 
 from __future__ import annotations
@@ -73,7 +81,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, get_args
 
-from jinja2 import Environment, PackageLoader, StrictUndefined
+from jinja2 import Environment, PackageLoader, StrictUndefined, pass_context
 
 from control_plane.plan import Constraint, Plan
 from control_plane.policy import Value
@@ -113,8 +121,12 @@ TEMPLATES: Final = Environment(
     undefined=StrictUndefined,
     autoescape=False,
     keep_trailing_newline=False,
+    auto_reload=False,
+    cache_size=-1,
 )
-TEMPLATES.policies["json.dumps_kwargs"] = {"sort_keys": True, "allow_nan": False}
+#: the rendered text of a hole: a JSON string no template writes itself
+_HOLE = "\\u0000"
+_HOLE_MARK = "\x00"
 
 
 class ClauseName(NamedTuple):
@@ -145,12 +157,106 @@ class _Names:
         return name if count == 1 else f"{name}#{count}"
 
 
-def _clause(template: str, **values: Any) -> dict[str, Any]:
-    text = TEMPLATES.get_template(template).render(**values)
-    parsed = json.loads(text)
-    if not isinstance(parsed, dict):
-        raise TypeError(f"template {template} rendered {type(parsed).__name__}, not an object")
-    return parsed
+# --- rendering a template into data ----------------------------------------------------
+
+
+@pass_context
+def _hole(context: Any, value: Any) -> str:
+    """``tojson`` inside a template: keep ``value`` aside, print a hole in its place."""
+    holes: list[Any] = context["_holes"]
+    holes.append(value)
+    return f'"{_HOLE}{len(holes) - 1}"'
+
+
+TEMPLATES.filters["tojson"] = _hole
+
+Node = tuple[Any, ...]
+"""A skeleton node: ("hole", n), ("value", scalar), ("list", nodes), ("dict", pairs, keyed)"""
+
+
+def _node(parsed: Any) -> Node:
+    if isinstance(parsed, str) and parsed.startswith(_HOLE_MARK):
+        return ("hole", int(parsed[1:]))
+    if isinstance(parsed, list):
+        return ("list", tuple(_node(item) for item in parsed))
+    if isinstance(parsed, dict):
+        pairs = tuple(
+            (int(key[1:]) if key.startswith(_HOLE_MARK) else key, _node(item))
+            for key, item in parsed.items()
+        )
+        return ("dict", pairs, any(isinstance(key, int) for key, _ in pairs))
+    return ("value", parsed)
+
+
+_SKELETONS: dict[tuple[str, str], Node] = {}
+
+
+def _skeleton(template: str, text: str) -> Node:
+    """The parsed skeleton of one rendered text (parsed once, then cached)."""
+    key = (template, text)
+    node = _SKELETONS.get(key)
+    if node is None:
+        parsed = json.loads(text)
+        if not isinstance(parsed, dict):
+            raise TypeError(f"template {template} rendered {type(parsed).__name__}, not an object")
+        node = _node(parsed)
+        if len(_SKELETONS) >= 4096:  # loops make texts vary; keep the cache bounded
+            _SKELETONS.clear()
+        _SKELETONS[key] = node
+    return node
+
+
+def _data(value: Any) -> Any:
+    """``value`` as ``json.loads(json.dumps(value, sort_keys=True, allow_nan=False))`` gives
+    it back, without the text. A dict is a clause this module rendered (already data)."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is float:
+        if not math.isfinite(value):
+            raise ValueError(f"Out of range float values are not JSON compliant: {value!r}")
+        return value
+    if kind is dict:
+        return value
+    if kind is list or kind is tuple:
+        return [_data(item) for item in value]
+    return json.loads(json.dumps(value, sort_keys=True, allow_nan=False))
+
+
+def _fill(node: Node, holes: list[Any], nested: bool) -> Any:
+    """A fresh copy of ``node`` with its holes filled; ``nested``: sort its objects' keys."""
+    kind = node[0]
+    if kind == "hole":
+        return _data(holes[node[1]])
+    if kind == "value":
+        return node[1]
+    if kind == "list":
+        return [_fill(item, holes, nested) for item in node[1]]
+    pairs = []
+    for key, item in node[1]:
+        if type(key) is int:
+            key = _data(holes[key])
+            if type(key) is not str:
+                raise ValueError(f"a JSON object key must be a string, not {key!r}")
+        pairs.append((key, _fill(item, holes, nested)))
+    if nested:  # a value that went through tojson: keys sorted, as json.dumps(sort_keys=True)
+        pairs.sort(key=_first)
+    return dict(pairs)
+
+
+def _first(pair: tuple[str, Any]) -> str:
+    return pair[0]
+
+
+def _clause(template: str, _outermost: bool = False, **values: Any) -> dict[str, Any]:
+    """Render ``template`` with ``values`` into data: the dict that parsing its JSON text
+    would give. ``_outermost`` keeps the template's own key order at its top level (the
+    request body); a clause, which a parent template embeds through ``tojson``, has its
+    keys sorted at every level, as ``json.dumps(sort_keys=True)`` would have printed them."""
+    holes: list[Any] = []
+    text = TEMPLATES.get_template(template).render(_holes=holes, **values)
+    filled: dict[str, Any] = _fill(_skeleton(template, text), holes, not _outermost)
+    return filled
 
 
 def _finite(what: str, value: float, *, positive: bool = False) -> float:
@@ -197,6 +303,7 @@ def render(
     query = _clause("constraints.json.j2", filters=filters, exclusions=exclusions, query=query)
     return _clause(
         "search.json.j2",
+        _outermost=True,
         query=query,
         offset=offset,
         size=size,

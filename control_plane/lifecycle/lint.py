@@ -164,14 +164,15 @@ def lint(
                 "untested_policy", policy.id, "no policy test case names this policy in its expectations"
             ))
     live = sorted((p for p in policy_set.policies if _can_fire(p, now)), key=lambda p: p.id)
+    index = lint_pairs.TriggerIndex(live)
     shadowed: set[str] = set()
     for policy in live:
-        findings = list(lint_pairs.shadowed(policy, live, now, where))
+        findings = list(lint_pairs.shadowed(policy, index, now, where))
         shadowed |= {policy.id} if findings else set()
         found += findings
     # a shadowed policy never applies: it conflicts with nothing
     reachable = [p for p in live if p.id not in shadowed]
-    for one, other in combinations(reachable, 2):
+    for one, other in index.pairs(reachable):
         found += lint_pairs.between(one, other, now, category_field, where)
     found += unpinned_windows(policy_set.policies, cases, now, horizon)
     return sorted(found, key=_order)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from control_plane import policy_store
+from control_plane import matcher, policy_store
 from control_plane.engine import Engine, EngineError
 from control_plane.loader import build_policy_set, load_policy_set
 from control_plane.policy import Policy, PolicySet
@@ -37,6 +37,11 @@ def live(engine: Engine, prefix: str) -> list[str]:
     return engine.alias_targets(policy_store.alias_name(prefix, "live"))
 
 
+def stored(policy_set: PolicySet) -> int:
+    """Documents in a set's index: one per policy, one per distinct phrase, the set's own."""
+    return len(policy_set.policies) + len(list(matcher.phrase_documents(policy_set.policies))) + 1
+
+
 def count(engine: Engine, index: str) -> int:
     engine.refresh(index)
     result = engine.search(index, {"size": 0, "track_total_hits": True, "query": {"match_all": {}}})
@@ -48,7 +53,7 @@ def test_publish_is_idempotent(engine: Engine, index_prefix: str, first: PolicyS
     index = policy_store.publish(engine, index_prefix, first, "live")
     assert index == policy_store.index_name(index_prefix, first.version)
     documents = count(engine, index)
-    assert documents == len(first.policies) + 1  # the policies and the policy-set document
+    assert documents == stored(first)  # the policies, their phrases and the policy-set document
     again = policy_store.publish(engine, index_prefix, first, "live")
     assert again == index
     assert engine.list_indices(index_prefix + "*") == [index]
@@ -65,7 +70,7 @@ def test_new_version_moves_the_alias_and_keeps_the_old_index(
     assert new != old
     assert live(engine, index_prefix) == [new]
     assert engine.list_indices(index_prefix + "*") == sorted([old, new])
-    assert count(engine, old) == len(first.policies) + 1
+    assert count(engine, old) == stored(first)
     # Rollback: publishing the old set again reuses its index and moves the alias back.
     assert policy_store.publish(engine, index_prefix, first, "live") == old
     assert live(engine, index_prefix) == [old]
@@ -114,7 +119,7 @@ def test_index_is_read_only_after_publish(engine: Engine, index_prefix: str, fir
         engine.index_document(index, "intruder", {"doc_type": "policy", "policy_id": "intruder"})
     with pytest.raises(EngineError):
         engine.request("DELETE", f"/{index}/_doc/{first.policies[0].id}")
-    assert count(engine, index) == len(first.policies) + 1
+    assert count(engine, index) == stored(first)
 
 
 def test_resolve_returns_the_exact_set(
@@ -139,4 +144,4 @@ def test_an_incomplete_index_is_rewritten(engine: Engine, index_prefix: str, fir
     assert policy_store.publish(engine, index_prefix, first, "live") == name
     resolved = policy_store.resolve(engine, index_prefix, "live")
     assert resolved is not None and resolved.policy_set == first
-    assert count(engine, name) == len(first.policies) + 1
+    assert count(engine, name) == stored(first)
