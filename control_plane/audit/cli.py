@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from control_plane.cli_support import CLOCK, CliError, connect_engine, print_json
+from control_plane.cli_support import CLOCK, EXIT_AUDIT_BROKEN, CliError, connect_engine, print_json
 from control_plane.config import Settings
 
 
@@ -63,7 +63,7 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
         where_broken = f"{unit} {b.line} (request {b.request_id}, writer {b.writer})"
         print(f"BROKEN at {where_broken}: {b.problem}: {b.detail}")
         print(f"  {report.records} records verified before it")
-    return 0 if report.ok else 2
+    return 0 if report.ok else EXIT_AUDIT_BROKEN
 
 
 def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:

@@ -81,9 +81,18 @@ from pydantic import (
 )
 
 from control_plane import matcher
-from control_plane.errors import PolicyError
-from control_plane.loader import PYDANTIC_CODES, SUFFIXES, TESTS_DIR, Source, YamlReading, validation_errors
+from control_plane.errors import PolicyError, PolicyLoadError
+from control_plane.loader import (
+    PYDANTIC_CODES,
+    SUFFIXES,
+    TESTS_DIR,
+    Source,
+    YamlReading,
+    load_policy_set,
+    validation_errors,
+)
 from control_plane.plan import Plan
+from control_plane.policy import PolicySet
 from control_plane.renderer import Tier
 from control_plane.service import IDENTIFIER
 
@@ -352,6 +361,25 @@ def load_suite(directory: Path | str) -> Suite:
     if errors:
         raise SuiteLoadError(errors)
     return Suite(tuple(case for case, _ in located))
+
+
+def load_directory(directory: Path | str) -> tuple[PolicySet, Suite]:
+    """The policy set and the test suite of a policy directory, or one
+    :class:`~control_plane.errors.PolicyLoadError` with every problem of both (what
+    ``policy check`` and ``policy lint`` report before anything else)."""
+    problems: list[PolicyError] = []
+    policy_set = suite = None
+    try:
+        policy_set = load_policy_set(directory)
+    except PolicyLoadError as error:
+        problems += error.errors
+    try:
+        suite = load_suite(directory)
+    except SuiteLoadError as error:
+        problems += error.errors  # a missing directory is one error: equal errors are one
+    if problems or policy_set is None or suite is None:
+        raise PolicyLoadError(problems)
+    return policy_set, suite
 
 
 def case_files(root: Path) -> list[Path]:
