@@ -3,7 +3,7 @@ from them)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -17,7 +17,7 @@ class AgentQuery(BaseModel):
     message: str = Field(min_length=1, description="the user's message; at most 2,000 characters (else 413)")
     session_id: str | None = Field(default=None, pattern=IDENTIFIER)
     user_id: str | None = Field(default=None, pattern=IDENTIFIER)
-    cohorts: tuple[str, ...] = Field(default=(), max_length=10)
+    cohorts: tuple[Annotated[str, Field(pattern=IDENTIFIER)], ...] = Field(default=(), max_length=10)
     market: str | None = Field(default=None, pattern=r"^[a-z]{2}$")
 
     @field_validator("cohorts")

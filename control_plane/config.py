@@ -65,6 +65,10 @@ class AuthSettings(Section):
 
     keys_index: str = "govsearch-api-keys"
     search_requires_key: bool = False
+    #: ``POST /v1/compile`` and ``explain: true`` without a key with the author, approver or
+    #: auditor role: for local development only (they show margin weights, sponsored and
+    #: hidden ids, every conflict decision)
+    open_internals: bool = False
 
 
 class LlmSettings(Section):
@@ -117,6 +121,7 @@ ENV_OVERRIDES: dict[str, tuple[str, str]] = {
     "GOVSEARCH_MIN_HITS": ("search", "min_hits"),
     "GOVSEARCH_KEYS_INDEX": ("auth", "keys_index"),
     "GOVSEARCH_SEARCH_REQUIRES_KEY": ("auth", "search_requires_key"),
+    "GOVSEARCH_OPEN_INTERNALS": ("auth", "open_internals"),
     "GOVSEARCH_LLM_BASE_URL": ("llm", "base_url"),
     "GOVSEARCH_LLM_MODEL": ("llm", "model"),
     "GOVSEARCH_LLM_API_KEY": ("llm", "api_key"),
