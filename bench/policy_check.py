@@ -9,7 +9,10 @@ per policy, then, interleaved in each round:
 - ``load_libyaml``: :func:`control_plane.loader.load_policy_set` in this process, YAML
   parsed by libyaml (``yaml.CSafeLoader``), as the command does;
 - ``load_pure_python``: the same with libyaml switched off (the pure-Python PyYAML parser
-  the loader used before), for the before/after ratio.
+  the loader used before), for the before/after ratio;
+- ``cli_baseline`` (with ``--baseline CHECKOUT``): ``policy check`` of another checkout of
+  the project (e.g. ``git worktree add /tmp/base c7eaf99``, the commit before libyaml), run
+  from that checkout with this interpreter, on the same directory.
 
 Writes one JSON file (default ``bench/results/<UTC date>-policy-check.json``) with the
 command, the machine and the medians; needs no engine.
@@ -38,11 +41,11 @@ RESULTS = Path(__file__).resolve().parent / "results"
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _cli(directory: Path) -> int:
+def _cli(directory: Path, checkout: Path = ROOT) -> int:
     started = time.perf_counter_ns()
     done = subprocess.run(
         [sys.executable, "-m", "control_plane.cli", "policy", "check", str(directory)],
-        capture_output=True, text=True, cwd=ROOT, check=False,
+        capture_output=True, text=True, cwd=checkout, check=False,
     )
     elapsed = time.perf_counter_ns() - started
     if done.returncode != 0:
@@ -67,11 +70,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--baseline", type=Path, help="another checkout to time policy check of")
     args = parser.parse_args(argv)
 
     vocabulary = synthetic.Vocabulary.from_catalog()
     policy_set = synthetic.policy_set(args.size, vocabulary)
     samples: dict[str, list[int]] = {"cli": [], "load_libyaml": [], "load_pure_python": []}
+    if args.baseline:
+        samples["cli_baseline"] = []
     with tempfile.TemporaryDirectory(prefix="govsearch-bench-check-") as scratch:
         directory = Path(scratch) / "policies"
         export_policy_set(policy_set, directory)
@@ -80,12 +86,15 @@ def main(argv: list[str] | None = None) -> int:
             samples["cli"].append(_cli(directory))
             samples["load_libyaml"].append(_load(directory, fast=True))
             samples["load_pure_python"].append(_load(directory, fast=False))
+            if args.baseline:
+                samples["cli_baseline"].append(_cli(directory, args.baseline.resolve()))
     medians = {name: summary(values) for name, values in samples.items()}
     result: dict[str, Any] = {
         "command": shlex.join(["python", "-m", "bench.policy_check", *(argv or sys.argv[1:])]),
         "measured_at": system_clock().isoformat(),
         "machine": environment.machine(),
         "load_average": os.getloadavg(),
+        "baseline": str(args.baseline) if args.baseline else None,
         "policies": args.size,
         "files": files,
         "rounds": args.rounds,
