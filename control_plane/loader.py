@@ -24,7 +24,7 @@ import hashlib
 import json
 import re
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
 from pathlib import Path
@@ -532,14 +532,37 @@ def _parse_fast(text: str) -> list[tuple[yaml.Node, Any, str | None]] | None:
         parsed: list[tuple[yaml.Node, Any, str | None]] = []
         for node in nodes:
             try:
-                parsed.append((node, loader.construct_document(node), None))
+                parsed.append((node, _construct(loader, node), None))
             except (ValueError, TypeError) as exc:  # e.g. a date like 2026-02-30
                 parsed.append((node, None, str(exc)))
         return parsed
-    except (yaml.YAMLError, RecursionError):
+    except Exception:  # whatever libyaml trips on, PyYAML reads again and reports
         return None
     finally:
         loader.dispose()
+
+
+_STR, _SEQ, _MAP = (f"tag:yaml.org,2002:{name}" for name in ("str", "seq", "map"))
+_MERGE = "tag:yaml.org,2002:merge"
+
+
+def _construct(loader: Any, node: yaml.Node) -> Any:
+    """What ``loader.construct_document(node)`` returns, without its bookkeeping for the
+    plain shapes policies are made of (strings, lists, mappings without merge keys); every
+    other node (numbers, dates, booleans, ``<<``, explicit tags) is the constructor's."""
+    if isinstance(node, yaml.ScalarNode):
+        return node.value if node.tag == _STR else loader.construct_object(node, deep=True)
+    if isinstance(node, yaml.SequenceNode) and node.tag == _SEQ:
+        return [_construct(loader, item) for item in node.value]
+    if isinstance(node, yaml.MappingNode) and node.tag == _MAP:
+        mapping: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            key = None if key_node.tag == _MERGE else _construct(loader, key_node)
+            if key is None or not isinstance(key, Hashable):
+                return loader.construct_object(node, deep=True)  # merges; its own errors
+            mapping[key] = _construct(loader, value_node)
+        return mapping
+    return loader.construct_object(node, deep=True)
 
 
 def _line_column(text: str, position: int) -> tuple[int, int]:

@@ -552,3 +552,32 @@ def test_union_errors_become_one_error(tmp_path: Path) -> None:
         "rules.0.price.max: float: Input should be a valid number; RelativeBound: Input should"
         " be a valid dictionary or instance of RelativeBound; str: Input should be a valid string"
     )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a: 1\nb: 2026-12-01\nc: 2026-12-01T10:00:00Z\nd: [yes, no, ~, 1.5, 0x1F, 1_000, '3', 1:30]\n",
+        "base: &b {x: 1, y: [1, 2]}\nother:\n  <<: *b\n  y: 3\n",  # a merge key
+        "~: 1\nnull: 2\n'': 3\n",
+        "s: !!set {a, b}\nbin: !!binary aGVsbG8=\no: !!omap [{a: 1}]\n",
+        "a: &x [1]\nb: *x\n",
+        "---\na: 1\n---\n- x\n- {y: z}\n",
+        "e: ''\nf:\n",
+    ],
+)
+def test_the_fast_constructor_builds_what_safe_load_builds(text: str) -> None:
+    from control_plane.loader import _parse_fast
+
+    parsed = _parse_fast(text)
+    assert parsed is not None
+    assert [data for _, data, _ in parsed] == list(yaml.safe_load_all(text))
+
+
+@pytest.mark.parametrize("text", ["? [1, 2]\n: v\n", "x: !custom 1\n", "a: [1\n"])
+def test_what_libyaml_or_the_constructor_refuses_is_left_to_pyyaml(text: str) -> None:
+    from control_plane.loader import _parse_fast
+
+    assert _parse_fast(text) is None
+    with pytest.raises(yaml.YAMLError):
+        list(yaml.safe_load_all(text))
