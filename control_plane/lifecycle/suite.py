@@ -89,6 +89,7 @@ from control_plane.loader import (
     Source,
     YamlReading,
     load_policy_set,
+    paused_collection,
     validation_errors,
 )
 from control_plane.plan import Plan
@@ -353,10 +354,11 @@ def load_suite(directory: Path | str) -> Suite:
         ])
     reading = YamlReading(root)
     located: list[tuple[TestCase, Source]] = []
-    for path in case_files(root):
-        for source, data in reading.documents(path):
-            if data is not None:
-                located += _cases(source, data, reading.errors)
+    with paused_collection():
+        for path in case_files(root):
+            for source, data in reading.documents(path):
+                if data is not None:
+                    located += _cases(source, data, reading.errors)
     errors = reading.errors + _duplicate_names(located)
     if errors:
         raise SuiteLoadError(errors)
@@ -369,14 +371,15 @@ def load_directory(directory: Path | str) -> tuple[PolicySet, Suite]:
     ``policy check`` and ``policy lint`` report before anything else)."""
     problems: list[PolicyError] = []
     policy_set = suite = None
-    try:
-        policy_set = load_policy_set(directory)
-    except PolicyLoadError as error:
-        problems += error.errors
-    try:
-        suite = load_suite(directory)
-    except SuiteLoadError as error:
-        problems += error.errors  # a missing directory is one error: equal errors are one
+    with paused_collection():
+        try:
+            policy_set = load_policy_set(directory)
+        except PolicyLoadError as error:
+            problems += error.errors
+        try:
+            suite = load_suite(directory)
+        except SuiteLoadError as error:
+            problems += error.errors  # a missing directory is one error: equal errors are one
     if problems or policy_set is None or suite is None:
         raise PolicyLoadError(problems)
     return policy_set, suite
