@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test test-unit test-clocks drills lint typecheck bench bench-lifecycle engine-start engine-stop clean
+.PHONY: setup demo test test-unit test-clocks drills fuzz-api lint typecheck bench bench-lifecycle bench-policy-check engine-start engine-stop clean
 
 setup: $(STAMP) local_engine/target/classpath.txt
 
@@ -27,6 +27,11 @@ test: setup
 
 test-unit: setup
 	$(BIN)/pytest -m "not engine"
+
+# schemathesis over the served OpenAPI document, no key and an admin key, on the real
+# engine: no 5xx (also part of `make test`). GOVSEARCH_FUZZ_EXAMPLES raises the bound.
+fuzz-api: setup
+	$(BIN)/pytest -q -m fuzz tests/api/test_schemathesis.py
 
 # The suite under moved wall clocks (time-machine): the pure tests with no engine reachable
 # (an unmarked engine test would fail), then the policy suites and the time drills on the
@@ -57,6 +62,9 @@ bench: setup
 
 bench-lifecycle: setup
 	$(BIN)/python -m bench.lifecycle
+
+bench-policy-check: setup
+	$(BIN)/python -m bench.policy_check
 
 engine-start: setup
 	$(BIN)/govsearch engine start

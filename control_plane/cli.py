@@ -12,7 +12,20 @@ from typing import Any
 
 from control_plane import local_engine
 from control_plane.audit.cli import add_audit_commands
-from control_plane.cli_support import CLOCK, CliError, connect_engine, now_option, print_json
+from control_plane.cli_support import (
+    CLOCK,
+    EXIT_ENGINE_UNAVAILABLE,
+    EXIT_FINDINGS,
+    EXIT_INVALID_INPUT,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    CliError,
+    connect_engine,
+    now_option,
+    print_json,
+    report_load_errors,
+)
 from control_plane.config import Settings, load_settings
 from control_plane.engine import EngineError
 from control_plane.lifecycle.cli import add_keys_commands, add_policy_actions
@@ -40,7 +53,7 @@ def cmd_engine_start(args: argparse.Namespace, settings: Settings) -> int:
             cluster_name=args.cluster_name,
         )
     except local_engine.LocalEngineError as error:
-        raise CliError(str(error)) from error
+        raise CliError(str(error), EXIT_ENGINE_UNAVAILABLE) from error
     if state.members:
         print(" ".join(node.url for node in state.members))
     else:
@@ -64,7 +77,7 @@ def cmd_engine_status(args: argparse.Namespace, settings: Settings) -> int:
         print_json(report)
     else:
         print(f"{url}: {report['status'] if health else 'not answering'}")
-    return 0 if health else 1
+    return EXIT_OK if health else EXIT_ENGINE_UNAVAILABLE
 
 
 def cmd_engine_stop(args: argparse.Namespace, settings: Settings) -> int:
@@ -88,7 +101,7 @@ def cmd_load_catalog(args: argparse.Namespace, settings: Settings) -> int:
             connect_engine(settings), profile, resolve(args.file or settings.catalog.file)
         )
     except CatalogLoadError as error:
-        raise CliError(str(error)) from error
+        raise CliError(str(error), EXIT_INVALID_INPUT) from error
     print(
         f"{report.documents} products in {report.index} ({'reused' if report.reused else 'new'}),"
         f" alias {report.alias} moved; price statistics for {report.categories} categories"
@@ -162,7 +175,7 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
         )
         for hit in response.hits:
             print(f"  {hit.id:>16}  {hit.price!s:>7}  {hit.title}  [{', '.join(hit.policies)}]")
-    return 0 if response.status == "ok" else 3
+    return EXIT_OK if response.status == "ok" else EXIT_FINDINGS
 
 
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
@@ -188,42 +201,31 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     )
 
 
-def _report_load_errors(error: Any) -> int:
-    """Print every policy-load problem (file:line:column: code: message); exit code 1."""
-    for problem in error.errors:
-        print(problem, file=sys.stderr)
-    return 1
-
-
 def cmd_policy_check(args: argparse.Namespace, settings: Settings) -> int:
+    """The policies and the tests of a directory: every problem of both, in one run."""
     from control_plane.bootstrap import resolve
-    from control_plane.errors import PolicyLoadError
-    from control_plane.loader import load_policy_set
+    from control_plane.lifecycle.suite import load_directory
 
-    try:
-        policy_set = load_policy_set(resolve(args.dir or settings.policies.dir))
-    except PolicyLoadError as error:
-        return _report_load_errors(error)
-    print(f"{len(policy_set.policies)} policies, version {policy_set.version}")
-    return 0
+    policy_set, suite = load_directory(resolve(args.dir or settings.policies.dir))
+    print(
+        f"{len(policy_set.policies)} policies, {len(suite.cases)} test cases,"
+        f" version {policy_set.version}"
+    )
+    return EXIT_OK
 
 
 def cmd_policy_publish(args: argparse.Namespace, settings: Settings) -> int:
     from control_plane import policy_store
     from control_plane.bootstrap import publish_policies
-    from control_plane.errors import PolicyLoadError
     from control_plane.progress import terminal_bar
 
     bar = terminal_bar("publishing policies", sys.stderr)
-    try:
-        with policy_store.reporting(bar) if bar else contextlib.nullcontext():
-            index, version = publish_policies(
-                connect_engine(settings), settings, args.dir or settings.policies.dir, args.env, clock=CLOCK
-            )
-    except PolicyLoadError as error:
-        return _report_load_errors(error)
+    with policy_store.reporting(bar) if bar else contextlib.nullcontext():
+        index, version = publish_policies(
+            connect_engine(settings), settings, args.dir or settings.policies.dir, args.env, clock=CLOCK
+        )
     print(f"policy set {version} is {args.env} ({index})")
-    return 0
+    return EXIT_OK
 
 
 def _add_request_arguments(parser: argparse.ArgumentParser) -> None:
@@ -346,21 +348,53 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; the exit status is one of :data:`control_plane.cli_support.EXIT_CODES`
+    (argparse's own usage errors exit 2 as well). Bad input never ends in a traceback."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         settings = load_settings(args.config)
         run: Command = args.run
         return run(args, settings)
-    except CliError as error:
+    except Exception as error:  # known failures become a line and a status; bugs still raise
+        code = _failure(error)
+        if code is None:
+            raise
+        return code
+
+
+def _failure(error: Exception) -> int | None:
+    """Print a known failure on stderr and return its exit status; None for anything else."""
+    import yaml
+
+    from control_plane.errors import PolicyLoadError
+    from control_plane.lifecycle.suite import SuiteLoadError
+    from control_plane.lifecycle.workflow import Refused
+
+    if isinstance(error, CliError):
         print(f"govsearch: error: {error}", file=sys.stderr)
-        return 1
-    except (ValueError, FileNotFoundError) as error:
+        return error.exit_code
+    if isinstance(error, PolicyLoadError | SuiteLoadError):
+        return report_load_errors(error)
+    if isinstance(error, Refused):
+        print(f"govsearch: refused ({error.code}): {error.message}", file=sys.stderr)
+        return EXIT_REFUSED
+    if isinstance(error, FileNotFoundError):
         print(f"govsearch: error: {error}", file=sys.stderr)
-        return 1
-    except EngineError as error:
+        return EXIT_USAGE
+    if isinstance(error, ValueError | yaml.YAMLError):
+        print(f"govsearch: error: {_one_line(error)}", file=sys.stderr)
+        return EXIT_INVALID_INPUT
+    if isinstance(error, EngineError):
         print(f"govsearch: error: the engine failed: {error}", file=sys.stderr)
-        return 1
+        return EXIT_ENGINE_UNAVAILABLE
+    return None
+
+
+def _one_line(error: Exception) -> str:
+    """A YAML error's text on one line (PyYAML prints a snippet under its mark)."""
+    text = str(error)
+    return " ".join(line.strip() for line in text.splitlines() if line.strip()) or repr(error)
 
 
 if __name__ == "__main__":

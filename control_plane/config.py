@@ -76,6 +76,10 @@ class AuthSettings(Section):
 
     keys_index: str = "govsearch-api-keys"
     search_requires_key: bool = False
+    #: ``POST /v1/compile`` and ``explain: true`` without a key with the author, approver or
+    #: auditor role: for local development only (they show margin weights, sponsored and
+    #: hidden ids, every conflict decision)
+    open_internals: bool = False
 
 
 class LlmSettings(Section):
@@ -145,6 +149,7 @@ ENV_OVERRIDES: dict[str, tuple[str, str]] = {
     "GOVSEARCH_REQUEST_DEADLINE": ("api", "request_deadline_s"),
     "GOVSEARCH_KEYS_INDEX": ("auth", "keys_index"),
     "GOVSEARCH_SEARCH_REQUIRES_KEY": ("auth", "search_requires_key"),
+    "GOVSEARCH_OPEN_INTERNALS": ("auth", "open_internals"),
     "GOVSEARCH_LLM_BASE_URL": ("llm", "base_url"),
     "GOVSEARCH_LLM_MODEL": ("llm", "model"),
     "GOVSEARCH_LLM_API_KEY": ("llm", "api_key"),

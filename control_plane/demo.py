@@ -84,6 +84,11 @@ def run(settings: Settings, host: str, port: int, clock: Clock) -> int:
     print("Try the workflow:")
     print(f"  curl -s {base}/environments/live -H 'authorization: Bearer {keys['reviewer']}'")
     print(f"  curl -s '{base}/history?limit=5' -H 'authorization: Bearer {keys['auditor']}'")
+    print("Compile and explain are internal (auth.open_internals is off): use a reviewing key:")
+    print(
+        f"  curl -s http://{host}:{port}/v1/compile -H 'content-type: application/json'"
+        f" -H 'authorization: Bearer {keys['auditor']}' -d '{{\"intent\": \"cheap chocolate\"}}'"
+    )
     print(flush=True)
     app = create_app(SearchService(settings, engine, profile_of(settings)), clock=clock)
     uvicorn.run(app, host=host, port=port, log_level="warning")

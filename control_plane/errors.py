@@ -13,7 +13,10 @@ from dataclasses import dataclass
 
 #: Every error code the loader emits, and what it means.
 ERROR_CODES: dict[str, str] = {
-    "io_error": "a file or the policy directory cannot be read (missing, unreadable, not UTF-8)",
+    "io_error": "a file or the policy directory cannot be read (missing, unreadable)",
+    "bad_encoding": "a file is not UTF-8 (reported at the first byte that is not)",
+    "bad_character": "a file holds a character YAML does not allow, such as NUL or BEL"
+    " (reported where it occurs)",
     "missing_governance": "the policy directory has no governance.yaml",
     "yaml_syntax": "a file is not valid YAML (reported at the parser's problem mark)",
     "duplicate_key": "a YAML mapping repeats a key (the later key is reported)",

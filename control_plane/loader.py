@@ -20,10 +20,13 @@ version, whatever the file names, order or formatting.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
+import re
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
 from pathlib import Path
@@ -71,19 +74,20 @@ def load_policy_set(directory: Path | str) -> PolicySet:
         raise PolicyLoadError([
             PolicyError(code="io_error", message="not a policy directory", file=str(directory))
         ])
-    reading = YamlReading(root)
-    governance = reading.governance()
-    vocabularies = reading.vocabularies()
-    policies = reading.policies()
-    for violation in check_policy_set(
-        [p for p, _ in policies], [v for v, _ in vocabularies], governance,
-        broken_vocabularies=reading.broken_vocabularies,
-    ):
-        sources = policies if violation.subject == "policy" else vocabularies
-        reading.errors.append(sources[violation.index][1].error(violation))
-    if reading.errors or governance is None:
-        raise PolicyLoadError(reading.errors)
-    return _freeze([p for p, _ in policies], [v for v, _ in vocabularies], governance)
+    with paused_collection():
+        reading = YamlReading(root)
+        governance = reading.governance()
+        vocabularies = reading.vocabularies()
+        policies = reading.policies()
+        for violation in check_policy_set(
+            [p for p, _ in policies], [v for v, _ in vocabularies], governance,
+            broken_vocabularies=reading.broken_vocabularies,
+        ):
+            sources = policies if violation.subject == "policy" else vocabularies
+            reading.errors.append(sources[violation.index][1].error(violation))
+        if reading.errors or governance is None:
+            raise PolicyLoadError(reading.errors)
+        return _freeze([p for p, _ in policies], [v for v, _ in vocabularies], governance)
 
 
 def policy_locations(directory: Path | str) -> dict[str, str]:
@@ -294,6 +298,22 @@ def _touched_fields(
 # --- reading files --------------------------------------------------------------------
 
 
+@contextmanager
+def paused_collection() -> Iterator[None]:
+    """Pause the cyclic garbage collector during a load: parsing and validating allocate
+    millions of small acyclic objects (nodes, marks, dicts, models) that reference counting
+    frees anyway, and each collection pass walks every survivor (half of a 10,000-policy
+    load). Cycles made meanwhile are collected once it runs again; nested pauses are one."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+
 @dataclass(frozen=True)
 class Source:
     """Where a model came from: a file, the YAML node of its document and the path of the
@@ -407,15 +427,65 @@ class YamlReading:
         return sorted(files, key=lambda p: p.relative_to(self.root).as_posix())
 
     def documents(self, path: Path) -> Iterator[tuple[Source, Any]]:
-        """Each YAML document of ``path`` with its source; errors are recorded."""
+        """Each YAML document of ``path`` with its source; errors are recorded.
+
+        libyaml (``yaml.CSafeLoader``) parses a file when it can; a file it refuses is read
+        again by the pure-Python loader, so a syntax error keeps PyYAML's message and mark
+        whether or not libyaml is installed (both compose the same nodes, with marks)."""
         file = path.relative_to(self.root).as_posix()
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            self.errors.append(PolicyError(code="io_error", message=str(exc), file=file))
+        text = self.text(path, file)
+        if text is None:
             return
-        loader = yaml.SafeLoader(text)
+        parsed = _parse_fast(text)
+        if parsed is None:
+            yield from self._documents_slowly(text, file)
+            return
+        for node, data, problem in parsed:
+            self.errors += _duplicate_keys(node, file)
+            source = Source(file, node)
+            if problem is not None:
+                self.errors.append(source.at((), "yaml_syntax", problem))
+                continue
+            yield source, data
+
+    def text(self, path: Path, file: str) -> str | None:
+        """The file as text, or None with a located error: bytes that are not UTF-8 or a
+        character YAML does not allow (NUL, BEL and other control characters)."""
         try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            self.errors.append(PolicyError(code="io_error", message=str(exc), file=file))
+            return None
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            before = raw[: exc.start].decode("utf-8", errors="replace")
+            line, column = _line_column(before, len(before))
+            self.errors.append(PolicyError(
+                code="bad_encoding",
+                message=f"byte 0x{raw[exc.start]:02x} is not UTF-8 ({exc.reason});"
+                " save the file as UTF-8",
+                file=file, line=line, column=column,
+            ))
+            return None
+        bad = _NON_PRINTABLE.search(text)
+        if bad is not None:
+            line, column = _line_column(text, bad.start())
+            character = ord(bad.group())
+            self.errors.append(PolicyError(
+                code="bad_character",
+                message=f"unacceptable character #x{character:04x}: YAML allows no control"
+                " characters (but tab and line breaks) and no non-characters",
+                file=file, line=line, column=column,
+            ))
+            return None
+        return text
+
+    def _documents_slowly(self, text: str, file: str) -> Iterator[tuple[Source, Any]]:
+        """The pure-Python loader, document by document: PyYAML's own messages and marks."""
+        loader: yaml.SafeLoader | None = None
+        try:
+            loader = yaml.SafeLoader(text)
             while loader.check_node():
                 node = loader.get_node()
                 if node is None:
@@ -438,8 +508,13 @@ class YamlReading:
                 line=mark.line + 1 if mark else 0,
                 column=mark.column + 1 if mark else 0,
             ))
+        except (yaml.YAMLError, RecursionError) as exc:
+            self.errors.append(PolicyError(
+                code="yaml_syntax", message=_unmarked(exc), file=file, line=1, column=1
+            ))
         finally:
-            loader.dispose()
+            if loader is not None:
+                loader.dispose()
 
     def validate(self, model: type[M], data: Any, source: Source) -> M | None:
         try:
@@ -447,6 +522,78 @@ class YamlReading:
         except ValidationError as exc:
             self.errors += validation_errors(exc, source)
             return None
+
+
+#: What YAML does not accept in a stream (YAML 1.1's printable set, as PyYAML's reader
+#: checks it): C0 controls but tab, LF and CR; DEL; C1 controls but NEL; surrogates;
+#: U+FFFE and U+FFFF.
+_NON_PRINTABLE = re.compile(
+    "[^\x09\x0A\x0D\x20-\x7E\x85\xA0-\uD7FF\uE000-\uFFFD\U00010000-\U0010FFFF]"
+)
+
+#: The fast path's constructor-less loader class: libyaml when PyYAML was built with it.
+_FAST_LOADER: type[Any] | None = getattr(yaml, "CSafeLoader", None)
+
+
+def _parse_fast(text: str) -> list[tuple[yaml.Node, Any, str | None]] | None:
+    """Every document of ``text`` as (node, data, construction problem), parsed by libyaml;
+    None when libyaml is missing or refuses the text (the caller then reads it with the
+    pure-Python loader, which locates the problem as PyYAML always has)."""
+    if _FAST_LOADER is None:
+        return None
+    loader = _FAST_LOADER(text)
+    try:
+        nodes = []
+        while loader.check_node():
+            node = loader.get_node()
+            if node is not None:
+                nodes.append(node)
+        parsed: list[tuple[yaml.Node, Any, str | None]] = []
+        for node in nodes:
+            try:
+                parsed.append((node, _construct(loader, node), None))
+            except (ValueError, TypeError) as exc:  # e.g. a date like 2026-02-30
+                parsed.append((node, None, str(exc)))
+        return parsed
+    except Exception:  # whatever libyaml trips on, PyYAML reads again and reports
+        return None
+    finally:
+        loader.dispose()
+
+
+_STR, _SEQ, _MAP = (f"tag:yaml.org,2002:{name}" for name in ("str", "seq", "map"))
+_MERGE = "tag:yaml.org,2002:merge"
+
+
+def _construct(loader: Any, node: yaml.Node) -> Any:
+    """What ``loader.construct_document(node)`` returns, without its bookkeeping for the
+    plain shapes policies are made of (strings, lists, mappings without merge keys); every
+    other node (numbers, dates, booleans, ``<<``, explicit tags) is the constructor's."""
+    if isinstance(node, yaml.ScalarNode):
+        return node.value if node.tag == _STR else loader.construct_object(node, deep=True)
+    if isinstance(node, yaml.SequenceNode) and node.tag == _SEQ:
+        return [_construct(loader, item) for item in node.value]
+    if isinstance(node, yaml.MappingNode) and node.tag == _MAP:
+        mapping: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            key = None if key_node.tag == _MERGE else _construct(loader, key_node)
+            if key is None or not isinstance(key, Hashable):
+                return loader.construct_object(node, deep=True)  # merges; its own errors
+            mapping[key] = _construct(loader, value_node)
+        return mapping
+    return loader.construct_object(node, deep=True)
+
+
+def _line_column(text: str, position: int) -> tuple[int, int]:
+    """1-based line and column of the character at ``position`` in ``text``."""
+    line_start = text.rfind("\n", 0, position) + 1
+    return text.count("\n", 0, position) + 1, position - line_start + 1
+
+
+def _unmarked(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "the YAML is nested too deeply"
+    return str(exc).splitlines()[0] if str(exc) else "invalid YAML"
 
 
 # --- locating pydantic errors ---------------------------------------------------------

@@ -9,8 +9,8 @@ from typing import Any
 from fastapi import Depends, FastAPI, Request
 from starlette.concurrency import run_in_threadpool
 
-from control_plane.api import errors, readiness
-from control_plane.api.auth import require_preview, search_guard
+from control_plane.api import document, errors, readiness
+from control_plane.api.auth import require_internals, require_preview, search_guard
 from control_plane.api.limits import BodyLimit, RequestDeadline
 from control_plane.api.models import CompileResponse, Health, HitOut, SearchBody, SearchResponse
 from control_plane.api.policies import router as policies_router
@@ -69,11 +69,9 @@ def create_app(service: SearchService, *, clock: Clock) -> FastAPI:
         title="govsearch",
         version="0.1.0",
         description="Deterministic policy control plane for e-commerce search.",
-        responses={
-            code: {"model": errors.ErrorResponse}
-            for code in (400, 401, 403, 404, 409, 413, 422, 503)
-        },
+        generate_unique_id_function=document.operation_id,
     )
+    app.openapi = lambda: document.build(app)  # type: ignore[method-assign]
     app.state.service = service
     app.state.clock = clock
     app.state.keys = KeyStore(service.engine, service.settings.auth.keys_index)
@@ -92,6 +90,8 @@ def create_app(service: SearchService, *, clock: Clock) -> FastAPI:
     async def search(body: SearchBody, request: Request) -> SearchResponse:
         if body.now is not None:
             await require_preview(request)
+        if body.explain:
+            await require_internals(request, "explain")
         # service.search at body.now or the clock, with its decision record
         outcome = await recorded_search(request, body, body.now)
         return search_response(errors.request_id(request), body, outcome, service.profile)
@@ -100,6 +100,7 @@ def create_app(service: SearchService, *, clock: Clock) -> FastAPI:
     async def compile_(body: SearchBody, request: Request) -> CompileResponse:
         if body.now is not None:
             await require_preview(request)
+        await require_internals(request, "/v1/compile")
         now = body.now or clock()
         compiled = await run_in_threadpool(service.compile, body, now)
         dsl = service.render(compiled, body, "strict")

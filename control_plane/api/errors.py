@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -65,13 +66,35 @@ def error_response(
     code: str,
     message: str,
     details: list[dict[str, Any]] | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> JSONResponse:
     body = ErrorResponse(
         error=ErrorBody(
             code=code, message=message, request_id=request_id(request), details=details or []
         )
     )
-    return JSONResponse(status_code=status, content=body.model_dump())
+    return JSONResponse(
+        status_code=status, content=body.model_dump(), headers=dict(headers) if headers else None
+    )
+
+
+#: What a 503 says: a fixed sentence per code. The engine's own text (index names, hosts,
+#: its error bodies) goes to the log and the decision record, never to the caller.
+ENGINE_MESSAGES = {
+    "engine_unavailable": "the search engine cannot be reached; no ungoverned results are served",
+    "engine_timeout": "the search engine did not answer in time; no ungoverned results are served",
+    "engine_error": "the search engine failed; no ungoverned results are served",
+}
+
+
+def engine_message(error: EngineError) -> str:
+    """The fixed sentence for ``error``'s code; "no policy set is published" (our own words,
+    naming only the environment) as is."""
+    from control_plane.service import NoLivePolicySet  # lazy: the service imports the engine
+
+    if isinstance(error, NoLivePolicySet):
+        return f"{error}; nothing is served"
+    return ENGINE_MESSAGES.get(error.code, ENGINE_MESSAGES["engine_error"])
 
 
 def install(app: FastAPI) -> None:
@@ -92,18 +115,18 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(HTTPException)
     async def _http(request: Request, error: HTTPException) -> JSONResponse:
         code = HTTP_CODES.get(error.status_code, "http_error")
-        return error_response(request, error.status_code, code, str(error.detail))
+        # keeps the router's headers: a 405 names the methods the path allows (Allow)
+        return error_response(
+            request, error.status_code, code, str(error.detail), headers=error.headers
+        )
 
     @app.exception_handler(EngineError)
     async def _engine(request: Request, error: EngineError) -> JSONResponse:
-        code = error.code
-        log.warning("engine failure, failing closed: %s", error)
-        return error_response(
-            request,
-            503,
-            code,
-            f"the search engine failed; no ungoverned results are served: {error}",
+        log.warning(
+            "engine failure, failing closed (request %s, %s): %s",
+            request_id(request), error.code, error,
         )
+        return error_response(request, 503, error.code, engine_message(error))
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, error: Exception) -> JSONResponse:

@@ -2,8 +2,8 @@
 [--key-file F ...] [--no-key] [--checkpoints F] | replay REQUEST_ID [--version V]``. ``show`` and
 ``replay`` read the configured sink (``audit.sink``); ``verify`` reads the configured sink too,
 unless ``--sink`` or ``--engine`` says otherwise, with the configured key ring and checkpoints.
-``verify`` exits 0 (all vouched for), 2 (broken), 3 (unvouched: no key, no checkpoints, a
-writer without one) or 1 (no log, unusable key)."""
+``verify`` exits 0 (all vouched for), 5 (broken), 7 (unvouched: no key, no checkpoints, a
+writer without one) or 1 (no log, unusable key): docs/cli.md."""
 
 from __future__ import annotations
 
@@ -11,10 +11,21 @@ import argparse
 import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from control_plane.cli_support import CLOCK, CliError, connect_engine, print_json
+from control_plane.cli_support import (
+    CLOCK,
+    EXIT_AUDIT_BROKEN,
+    EXIT_AUDIT_INCOMPLETE,
+    EXIT_OK,
+    CliError,
+    connect_engine,
+    print_json,
+)
 from control_plane.config import Settings
+
+if TYPE_CHECKING:
+    from control_plane.audit.verify import Report
 
 
 def _recorder(settings: Settings) -> Any:
@@ -96,7 +107,7 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
     report = verify_lines(lines, keys=keys, checkpoints=checkpoints, log=args.log)
     if args.json:
         print_json({**report.as_json(), "log": where, "checkpoint_store": store.describe()})
-        return report.exit_code()
+        return _exit_status(report)
     if report.broken is None:
         print(f"OK: {report.records} records in {where}")
     else:
@@ -131,8 +142,8 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
     for writer, (sequence, digest) in sorted(report.heads.items()):
         print(f"  head {writer}: sequence {sequence} hash {digest}")
     if report.ok and not report.complete:
-        print("INCOMPLETE: no break found, but not everything is vouched for (exit code 3)")
-    return report.exit_code()
+        print("INCOMPLETE: no break found, but not everything is vouched for (exit status 7)")
+    return _exit_status(report)
 
 
 def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
@@ -173,7 +184,7 @@ def add_audit_commands(commands: Any) -> None:
         "verify",
         help="check the chain, the MACs and the checkpoints; list the writers",
         description="Exit codes: 0 every record verified with the key and every writer matches a"
-        " checkpoint; 2 broken (tampered, torn, truncated); 3 no break found but not everything"
+        " checkpoint; 5 broken (tampered, torn, truncated); 7 no break found but not everything"
         " vouched for (no key, no checkpoints, or a writer without one); 1 no log or unusable key.",
     )
     verify.add_argument("--sink", help="a JSONL audit file (default: configuration)")
@@ -196,3 +207,11 @@ def add_audit_commands(commands: Any) -> None:
     replay.add_argument("--version", help="policy-set version to replay against (default: live)")
     replay.add_argument("--json", action="store_true")
     replay.set_defaults(run=cmd_replay)
+
+
+def _exit_status(report: Report) -> int:
+    """0 when every record is vouched for, 5 on a break, 7 when nothing broke but something
+    could not be vouched for (no key, no checkpoints, a writer without one)."""
+    if not report.ok:
+        return EXIT_AUDIT_BROKEN
+    return EXIT_OK if report.complete else EXIT_AUDIT_INCOMPLETE

@@ -97,13 +97,6 @@ class Report:
         """No break, every MAC checked, every writer matches a checkpoint."""
         return self.ok and self.keyed and self.checkpointed and not self.unchecked_writers
 
-    def exit_code(self) -> int:
-        """0: complete; 2: broken; 3: no break found, but not everything could be vouched
-        for (no key, no checkpoints, or a writer without one)."""
-        if not self.ok:
-            return 2
-        return 0 if self.complete else 3
-
     def as_json(self) -> dict[str, Any]:
         return {
             "ok": self.ok,

@@ -17,7 +17,19 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from control_plane.cli_support import CLOCK, CliError, connect_engine, now_option, print_json, time_option
+from control_plane.cli_support import (
+    CLOCK,
+    EXIT_FINDINGS,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    CliError,
+    connect_engine,
+    now_option,
+    print_json,
+    report_load_errors,
+    time_option,
+)
 from control_plane.config import Settings, project_path
 
 
@@ -35,11 +47,12 @@ def _principal(args: argparse.Namespace, workflow: Any) -> Any:
     try:
         return KeyStore(workflow.engine, workflow.settings.auth.keys_index).authenticate(key)
     except AuthError as error:
-        raise CliError(f"{error} (--api-key or GOVSEARCH_API_KEY)") from error
+        raise CliError(f"{error} (--api-key or GOVSEARCH_API_KEY)", EXIT_REFUSED) from error
 
 
 def _refusals(run: Any) -> Any:
-    """Turn workflow refusals and policy-load errors into CLI output and exit codes."""
+    """Turn workflow refusals and policy-load errors into CLI output and exit codes
+    (:data:`control_plane.cli_support.EXIT_CODES`)."""
 
     def command(args: argparse.Namespace, settings: Settings) -> int:
         from control_plane.errors import PolicyLoadError
@@ -51,11 +64,9 @@ def _refusals(run: Any) -> Any:
             return code
         except Refused as refused:
             print(f"govsearch: refused ({refused.code}): {refused.message}", file=sys.stderr)
-            return 2
+            return EXIT_REFUSED
         except (PolicyLoadError, SuiteLoadError) as error:
-            for problem in error.errors:
-                print(problem, file=sys.stderr)
-            return 1
+            return report_load_errors(error)
 
     return command
 
@@ -98,7 +109,7 @@ def cmd_test(args: argparse.Namespace, settings: Settings) -> int:
         print_json(report.as_json())
     else:
         print(report.human())
-    return 0 if report.passed else 1
+    return EXIT_OK if report.passed else EXIT_FINDINGS
 
 
 def cmd_lint(args: argparse.Namespace, settings: Settings) -> int:
@@ -109,18 +120,17 @@ def cmd_lint(args: argparse.Namespace, settings: Settings) -> int:
         findings = _workflow(settings).lint(args.version, now=time_option(args.now), horizon=horizon)
     else:
         from control_plane.bootstrap import profile_of
-        from control_plane.lifecycle.suite import SuiteLoadError, load_suite
+        from control_plane.lifecycle.suite import load_directory
+        from control_plane.loader import policy_locations
 
         directory = project_path(args.dir or settings.policies.dir)
         mapping = json.loads(project_path("mappings/catalog.json").read_text(encoding="utf-8"))
-        try:
-            suite = load_suite(directory)
-        except SuiteLoadError:
-            suite = None  # broken test files are `policy test`'s to report
-        findings = lint.lint_directory(
-            directory, mapping=mapping, now=now_option(args.now),
-            tested_policy_ids=suite.policy_ids() if suite and not args.no_tests else None,
-            profile=profile_of(settings), cases=suite.cases if suite else (), horizon=horizon,
+        policy_set, suite = load_directory(directory)  # a directory that does not load: exit 3
+        findings = lint.lint(
+            policy_set, mapping_fields=lint.mapping_fields_of(mapping), now=now_option(args.now),
+            locations=policy_locations(directory),
+            tested_policy_ids=None if args.no_tests else suite.policy_ids(),
+            profile=profile_of(settings), cases=suite.cases, horizon=horizon,
         )
     if args.json:
         print_json({"findings": [f.as_json() for f in findings]})
@@ -129,7 +139,7 @@ def cmd_lint(args: argparse.Namespace, settings: Settings) -> int:
             print(f"{finding.location}: {finding.severity}: {finding.code}: {finding.message}")
         errors = sum(f.severity == "error" for f in findings)
         print(f"{len(findings)} findings, {errors} errors")
-    return 1 if lint.has_errors(findings) else 0
+    return EXIT_FINDINGS if lint.has_errors(findings) else EXIT_OK
 
 
 def cmd_diff(args: argparse.Namespace, settings: Settings) -> int:
@@ -216,7 +226,7 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
             files=workflow.files_of(environment.version),
         )
     except FileExistsError as error:
-        raise CliError(str(error)) from error
+        raise CliError(str(error), EXIT_USAGE) from error
     print(f"{args.env} ({environment.version}): {len(written)} files written to {args.dir}")
     return 0
 
@@ -300,7 +310,7 @@ def cmd_keys_create(args: argparse.Namespace, settings: Settings) -> int:
     try:
         key, principal = store.create(args.principal, args.role, CLOCK(), args.label)
     except ValueError as error:
-        raise CliError(str(error)) from error
+        raise CliError(str(error), EXIT_USAGE) from error
     print(key)
     print(f"{principal.name} ({', '.join(sorted(principal.roles))}), key id {principal.key_id};"
           " the key is shown once: store it now", file=sys.stderr)

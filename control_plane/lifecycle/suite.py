@@ -80,10 +80,20 @@ from pydantic import (
     model_validator,
 )
 
-from control_plane.errors import PolicyError
+from control_plane.errors import PolicyError, PolicyLoadError
 from control_plane.intent_text import normalise
-from control_plane.loader import PYDANTIC_CODES, SUFFIXES, TESTS_DIR, Source, YamlReading, validation_errors
+from control_plane.loader import (
+    PYDANTIC_CODES,
+    SUFFIXES,
+    TESTS_DIR,
+    Source,
+    YamlReading,
+    load_policy_set,
+    paused_collection,
+    validation_errors,
+)
 from control_plane.plan import Plan
+from control_plane.policy import PolicySet
 from control_plane.renderer import Tier
 from control_plane.service import IDENTIFIER
 
@@ -344,14 +354,35 @@ def load_suite(directory: Path | str) -> Suite:
         ])
     reading = YamlReading(root)
     located: list[tuple[TestCase, Source]] = []
-    for path in case_files(root):
-        for source, data in reading.documents(path):
-            if data is not None:
-                located += _cases(source, data, reading.errors)
+    with paused_collection():
+        for path in case_files(root):
+            for source, data in reading.documents(path):
+                if data is not None:
+                    located += _cases(source, data, reading.errors)
     errors = reading.errors + _duplicate_names(located)
     if errors:
         raise SuiteLoadError(errors)
     return Suite(tuple(case for case, _ in located))
+
+
+def load_directory(directory: Path | str) -> tuple[PolicySet, Suite]:
+    """The policy set and the test suite of a policy directory, or one
+    :class:`~control_plane.errors.PolicyLoadError` with every problem of both (what
+    ``policy check`` and ``policy lint`` report before anything else)."""
+    problems: list[PolicyError] = []
+    policy_set = suite = None
+    with paused_collection():
+        try:
+            policy_set = load_policy_set(directory)
+        except PolicyLoadError as error:
+            problems += error.errors
+        try:
+            suite = load_suite(directory)
+        except SuiteLoadError as error:
+            problems += error.errors  # a missing directory is one error: equal errors are one
+    if problems or policy_set is None or suite is None:
+        raise PolicyLoadError(problems)
+    return policy_set, suite
 
 
 def case_files(root: Path) -> list[Path]:

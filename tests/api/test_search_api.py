@@ -22,6 +22,13 @@ def client(service: SearchService) -> TestClient:
     return TestClient(create_app(service, clock=FIXED_CLOCK))
 
 
+@pytest.fixture(scope="module")
+def insider(client: TestClient) -> dict[str, str]:
+    """An auditor's key: what ``/v1/compile`` and ``explain: true`` need by default."""
+    key, _ = client.app.state.keys.create("test-auditor", ["auditor"], FIXED_NOW)  # type: ignore[attr-defined]
+    return {"authorization": f"Bearer {key}"}
+
+
 def assert_error_shape(body: dict[str, Any], code: str) -> None:
     assert set(body) == {"error"}
     assert set(body["error"]) == {"code", "message", "request_id", "details"}
@@ -42,8 +49,10 @@ def test_search_answers_the_documented_shape(client: TestClient) -> None:
     assert "explanation" not in body or body["explanation"] is None
 
 
-def test_explain_returns_the_explanation_and_dsl(client: TestClient) -> None:
-    body = client.post("/v1/search", json={"intent": "cheap chocolate", "explain": True}).json()
+def test_explain_returns_the_explanation_and_dsl(client: TestClient, insider: dict[str, str]) -> None:
+    body = client.post(
+        "/v1/search", json={"intent": "cheap chocolate", "explain": True}, headers=insider
+    ).json()
     explanation = body["explanation"]
     assert explanation["residual"] == "chocolate"
     assert explanation["policy_set_version"] == body["policy_set_version"]
@@ -58,8 +67,10 @@ def test_sponsored_hits_are_labelled(client: TestClient) -> None:
     assert any(not hit["sponsored"] for hit in body["hits"])
 
 
-def test_compile_returns_plan_dsl_and_explanation_without_running(client: TestClient) -> None:
-    body = client.post("/v1/compile", json={"intent": "oranges"}).json()
+def test_compile_returns_plan_dsl_and_explanation_without_running(
+    client: TestClient, insider: dict[str, str]
+) -> None:
+    body = client.post("/v1/compile", json={"intent": "oranges"}, headers=insider).json()
     assert set(body) == {"request_id", "policy_set_version", "now", "plan", "dsl", "explanation"}
     assert parse_time(body["now"]) == FIXED_NOW  # the app's clock: the instant it was compiled at
     assert body["plan"]["category"]["values"] == ["Oranges"]
@@ -167,3 +178,89 @@ def test_a_cached_plan_is_the_plan_of_its_own_instant(service: SearchService) ->
     assert cached.cached and not fresh.cached
     assert cached.personalization == fresh.personalization != early.personalization
     assert warm.render(cached, request, "strict") == cold.render(fresh, request, "strict")
+
+
+# --- what is internal stays internal ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("route", "body"),
+    [("/v1/compile", {"intent": "cheap chocolate"}),
+     ("/v1/search", {"intent": "cheap chocolate", "explain": True})],
+)
+def test_compile_and_explain_need_an_insiders_key_by_default(
+    client: TestClient, insider: dict[str, str], route: str, body: dict[str, Any]
+) -> None:
+    anonymous = client.post(route, json=body)
+    assert anonymous.status_code == 401
+    assert_error_shape(anonymous.json(), "missing_api_key")
+    assert "author or approver or auditor" in anonymous.json()["error"]["message"]
+    assert set(anonymous.json()) == {"error"}  # no plan, no DSL, no explanation
+    shop, _ = client.app.state.keys.create("test-shop", ["search"], FIXED_NOW)  # type: ignore[attr-defined]
+    forbidden = client.post(route, json=body, headers={"authorization": f"Bearer {shop}"})
+    assert forbidden.status_code == 403
+    assert_error_shape(forbidden.json(), "explain_forbidden")
+    assert forbidden.json()["error"]["message"].startswith("test-shop may not use ")
+    allowed = client.post(route, json=body, headers=insider)
+    assert allowed.status_code == 200 and allowed.json()["explanation"]["applied"]
+    plain = client.post("/v1/search", json={"intent": "cheap chocolate"})  # no explain: open
+    assert plain.status_code == 200 and plain.json()["explanation"] is None
+
+
+def test_open_internals_opens_them_for_local_development(service: SearchService) -> None:
+    settings = service.settings.model_copy(
+        update={"auth": service.settings.auth.model_copy(update={"open_internals": True})}
+    )
+    opened = SearchService(settings, service.engine, service.profile)
+    open_app = TestClient(create_app(opened, clock=FIXED_CLOCK))
+    assert open_app.post("/v1/compile", json={"intent": "oranges"}).status_code == 200
+    explained = open_app.post("/v1/search", json={"intent": "oranges", "explain": True})
+    assert explained.status_code == 200 and explained.json()["explanation"]["dsl"]
+
+
+def test_a_503_does_not_echo_the_engine(service: SearchService) -> None:
+    dead = connect(EngineSettings(url="http://127.0.0.1:9", kind=service.engine.kind, timeout_s=1))
+    down = TestClient(create_app(SearchService(service.settings, dead, service.profile), clock=FIXED_CLOCK))
+    error = down.post("/v1/search", json={"intent": "chocolate"}).json()["error"]
+    assert error["code"] == "engine_unavailable"
+    assert error["message"] == "the search engine cannot be reached; no ungoverned results are served"
+    assert "127.0.0.1" not in json.dumps(error) and ":9" not in error["message"]
+
+
+def test_a_405_names_the_allowed_methods_in_the_error_shape(client: TestClient) -> None:
+    response = client.get("/v1/search")
+    assert response.status_code == 405 and response.headers["allow"] == "POST"
+    assert_error_shape(response.json(), "method_not_allowed")
+    deleted = client.delete("/v1/policies/staging/tests")
+    assert deleted.status_code == 405 and deleted.headers["allow"] == "PUT"
+
+
+def test_the_openapi_document_declares_keys_errors_and_stable_ids(client: TestClient) -> None:
+    document = client.get("/openapi.json").json()
+    schemes = document["components"]["securitySchemes"]
+    assert schemes["bearerKey"] == {**schemes["bearerKey"], "type": "http", "scheme": "bearer"}
+    operations = {
+        (method.upper(), path): operation
+        for path, methods in document["paths"].items()
+        for method, operation in methods.items()
+    }
+    ids = [operation["operationId"] for operation in operations.values()]
+    assert len(set(ids)) == len(ids)
+    assert operations["POST", "/v1/search"]["operationId"] == "post_v1_search"
+    assert operations["GET", "/v1/policies/versions/{version}"]["operationId"] == (
+        "get_v1_policies_versions_version"
+    )
+    # keyed routes require the key; search-side routes take one optionally; health needs none
+    promote = operations["POST", "/v1/policies/promote"]
+    assert promote["security"] == [{"bearerKey": []}, {"apiKeyHeader": []}]
+    assert {"401", "403", "409", "422", "503"} <= set(promote["responses"])
+    assert operations["GET", "/v1/audit/decisions"]["security"] == promote["security"]
+    assert operations["POST", "/v1/compile"]["security"][0] == {}
+    assert "security" not in operations["GET", "/healthz"]
+    assert set(operations["GET", "/healthz"]["responses"]) == {"200"}
+    error = {"$ref": "#/components/schemas/ErrorResponse"}
+    for (method, path), operation in operations.items():
+        for status, response in operation["responses"].items():
+            if status.startswith(("4", "5")) and path != "/readyz":
+                assert response["content"]["application/json"]["schema"] == error, (method, path, status)
+    assert "HTTPValidationError" not in document["components"]["schemas"]

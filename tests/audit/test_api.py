@@ -44,7 +44,8 @@ def test_a_record_per_search(make_client: MakeClient) -> None:
     body = _search(client, "cheap chocolate")
     record = client.get(f"/v1/audit/decisions/{body['request_id']}").json()
     assert record["schema_version"] == 1 and record["kind"] == "decision"
-    assert record["intent"] == "cheap chocolate" and record["client"] == "shop-web"
+    # explain needs a key (the auditor's here): the record names the key's principal
+    assert record["intent"] == "cheap chocolate" and record["client"] == "test-auditor"
     assert record["policy_set_version"] == body["policy_set_version"]
     assert record["applied_policies"] == _applied(body) and "chocolate" in record["applied_policies"]
     assert [m["policy_id"] for m in record["matched"]] == [
@@ -56,6 +57,9 @@ def test_a_record_per_search(make_client: MakeClient) -> None:
     assert record["hit_ids"] == [hit["id"] for hit in body["hits"]]
     assert {"percolate", "compose", "render.strict", "tier.strict", "total"} <= set(record["latency_ms"])
     assert record["error"] is None and record_hash(record) == record["hash"]
+    plain = client.post("/v1/search", json={"intent": "oranges"}, headers={"X-Govsearch-Client": "shop-web"})
+    labelled = client.get(f"/v1/audit/decisions/{plain.json()['request_id']}").json()
+    assert labelled["client"] == "shop-web"  # no key needed, none checked: the header's label
 
 
 def test_a_record_per_failure(make_client: MakeClient, tmp_path: Path) -> None:

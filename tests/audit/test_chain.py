@@ -13,6 +13,7 @@ from control_plane.audit.record import ErrorOut, redact
 from control_plane.audit.sinks import JsonlSink
 from control_plane.audit.verify import verify_lines
 from control_plane.cli import main
+from control_plane.cli_support import EXIT_AUDIT_BROKEN
 from tests.audit.conftest import jsonl_recorder
 
 
@@ -106,7 +107,7 @@ def test_cli_verify(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     lines = _lines(path)
     del lines[3]
     path.write_text("".join(lines))
-    assert main(["audit", "verify", "--sink", str(path), *key]) == 2
+    assert main(["audit", "verify", "--sink", str(path), *key]) == EXIT_AUDIT_BROKEN
     out = capsys.readouterr().out
     assert "BROKEN at line 4 (request req-4" in out and "deleted" in out
 

@@ -25,6 +25,7 @@ from control_plane.audit.sinks import EngineSink
 from control_plane.audit.verify import verify_lines
 from control_plane.bootstrap import Ready, profile_of
 from control_plane.cli import main
+from control_plane.cli_support import EXIT_AUDIT_BROKEN
 from control_plane.config import Settings
 from control_plane.engine import Engine
 from control_plane.service import SearchService
@@ -144,14 +145,14 @@ def test_a_tampered_engine_record_is_found_at_that_record(
     assert (report.broken.line, report.broken.request_id, report.broken.problem) == (3, ids[2], "edited")
     assert report.records == 2
     code, out = engine_audit.cli(capsys, "verify")
-    assert code == 2
+    assert code == EXIT_AUDIT_BROKEN
     assert f"BROKEN at record 3 (request {ids[2]}, writer engine-writer): edited" in out
 
     engine.index_document(index, doc_id, original, refresh=True)  # put back: the chain holds again
     assert engine_audit.cli(capsys, "verify")[0] == 0
     engine.request("DELETE", f"/{index}/_doc/engine-writer%3A1", params={"refresh": "true"})
     code, out = engine_audit.cli(capsys, "verify", "--engine", "--index", index)
-    assert code == 2 and f"BROKEN at record 2 (request {ids[2]}" in out and "deleted" in out
+    assert code == EXIT_AUDIT_BROKEN and f"BROKEN at record 2 (request {ids[2]}" in out and "deleted" in out
 
 
 def test_cli_show_and_replay_read_the_engine_sink(
@@ -188,5 +189,5 @@ def test_a_cut_engine_tail_is_found_against_the_checkpoint_index(
     assert [(c["log"], c["sequence"], c["reason"]) for c in checkpoints] == [("decisions", 4, "shutdown")]
     engine.request("DELETE", f"/{index}/_doc/engine-writer%3A4", params={"refresh": "true"})
     code, out = engine_audit.cli(capsys, "verify")
-    assert code == 2
+    assert code == EXIT_AUDIT_BROKEN
     assert "BROKEN: truncated: writer engine-writer: checkpoint at seq 4 but the log ends at seq 3" in out

@@ -19,6 +19,7 @@ from control_plane.audit.recorder import Recorder
 from control_plane.audit.sinks import JsonlSink
 from control_plane.audit.verify import verify_lines
 from control_plane.cli import main
+from control_plane.cli_support import EXIT_AUDIT_BROKEN
 from control_plane.config import AuditSettings, Settings
 from tests.clocks import FIXED_CLOCK
 
@@ -106,7 +107,7 @@ def test_rotation_old_records_verify_with_the_ring(
     assert main([*log, "--key-file", str(key_file)]) == 0
     only_new = tmp_path / "new.key"
     only_new.write_text("k2:" + "2" * 40 + "\n")
-    assert main([*log, "--key-file", str(only_new)]) == 2
+    assert main([*log, "--key-file", str(only_new)]) == EXIT_AUDIT_BROKEN
     assert "BROKEN at line 1 (request req-0, writer w): unknown_key" in capsys.readouterr().out
 
 

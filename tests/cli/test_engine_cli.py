@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from control_plane.cli_support import EXIT_ENGINE_UNAVAILABLE
+
 
 def govsearch(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -44,7 +46,7 @@ def test_start_status_stop(tmp_path: Path, starts_local_engine: None) -> None:
         stopped = govsearch("engine", "stop", "--data-dir", str(tmp_path))
     assert stopped.returncode == 0 and "stopped pid" in stopped.stdout
     down = govsearch("engine", "status", "--url", f"http://127.0.0.1:{port}", "--data-dir", str(tmp_path))
-    assert down.returncode == 1 and "not answering" in down.stdout
+    assert down.returncode == EXIT_ENGINE_UNAVAILABLE and "not answering" in down.stdout
     assert "no local engine" in govsearch("engine", "stop", "--data-dir", str(tmp_path)).stdout
 
 
@@ -54,7 +56,7 @@ def test_port_taken_is_a_one_line_error(tmp_path: Path, starts_local_engine: Non
         holder.listen()
         port = holder.getsockname()[1]
         result = govsearch("engine", "start", "--port", str(port), "--data-dir", str(tmp_path))
-    assert result.returncode == 1
+    assert result.returncode == EXIT_ENGINE_UNAVAILABLE
     assert result.stderr.strip() == (
         f"govsearch: error: port {port} is already in use on 127.0.0.1: stop what holds it or pass --port"
     )
@@ -70,7 +72,7 @@ def test_java_missing(tmp_path: Path) -> None:
         str(tmp_path),
         env={"PATH": str(tmp_path)},
     )
-    assert result.returncode == 1
+    assert result.returncode == EXIT_ENGINE_UNAVAILABLE
     assert "Java is not installed" in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
@@ -93,7 +95,7 @@ def test_maven_missing_when_the_launcher_needs_building(tmp_path: Path) -> None:
         str(tmp_path / "data"),
         env={"PATH": str(bin_dir), "GOVSEARCH_LOCAL_ENGINE_DIR": str(project)},
     )
-    assert result.returncode == 1
+    assert result.returncode == EXIT_ENGINE_UNAVAILABLE
     assert "Maven (mvn) is not installed" in result.stderr
 
 
@@ -101,7 +103,7 @@ def test_node_not_up_in_time_names_its_log(tmp_path: Path, starts_local_engine: 
     result = govsearch(
         "engine", "start", "--port", str(free_port()), "--data-dir", str(tmp_path), "--timeout", "0.5"
     )
-    assert result.returncode == 1
+    assert result.returncode == EXIT_ENGINE_UNAVAILABLE
     log = tmp_path.resolve() / "logs" / "node.out"
     assert f"did not become healthy within 0.5s; see {log}" in result.stderr
     assert not (tmp_path / "engine.json").exists()  # the half-started node was stopped

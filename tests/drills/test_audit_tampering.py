@@ -24,6 +24,7 @@ from control_plane.audit.record import ErrorOut
 from control_plane.audit.recorder import Recorder
 from control_plane.audit.sinks import JsonlSink
 from control_plane.cli import main
+from control_plane.cli_support import EXIT_AUDIT_BROKEN, EXIT_AUDIT_INCOMPLETE
 from tests.clocks import FIXED_CLOCK
 from tests.drills.results import record
 
@@ -135,19 +136,23 @@ def drop_checkpoints(records: list[Any], directory: Path) -> list[Any]:
 
 Variant = Callable[[list[Any], Path], list[Any]]
 
+BROKEN, UNVOUCHED = EXIT_AUDIT_BROKEN, EXIT_AUDIT_INCOMPLETE
+
 #: variant -> with the key: (exit code, first problem, its line, writer "A"/"B"/None);
 #: without the key: (exit code, first problem or None)
 EXPECTED: dict[str, tuple[Variant, tuple[int, str, int | None, str | None], tuple[int, str | None]]] = {
-    "edit_a_field": (edit, (2, "edited", 4, "A"), (2, "edited")),
-    "delete_a_record": (delete, (2, "deleted", 5, "A"), (2, "deleted")),
-    "swap_two_records": (swap, (2, "reordered", 3, "A"), (2, "reordered")),
-    "torn_line": (torn, (2, "unparseable", 9, None), (2, "unparseable")),
-    "truncate_the_tail": (truncate_tail, (2, "truncated", None, "A"), (2, "truncated")),
-    "append_forged_record": (append_forged, (2, "forged", 11, "A"), (3, None)),
-    "rechain_after_edit": (rechain, (2, "forged", 4, "A"), (2, "rewritten")),
-    "new_forged_writer": (new_writer, (2, "forged", 11, None), (3, None)),
-    "forge_checkpoints_and_cut": (forge_checkpoints, (2, "forged_checkpoint", None, "A"), (3, None)),
-    "delete_checkpoints": (drop_checkpoints, (3, "", None, None), (3, None)),
+    "edit_a_field": (edit, (BROKEN, "edited", 4, "A"), (BROKEN, "edited")),
+    "delete_a_record": (delete, (BROKEN, "deleted", 5, "A"), (BROKEN, "deleted")),
+    "swap_two_records": (swap, (BROKEN, "reordered", 3, "A"), (BROKEN, "reordered")),
+    "torn_line": (torn, (BROKEN, "unparseable", 9, None), (BROKEN, "unparseable")),
+    "truncate_the_tail": (truncate_tail, (BROKEN, "truncated", None, "A"), (BROKEN, "truncated")),
+    "append_forged_record": (append_forged, (BROKEN, "forged", 11, "A"), (UNVOUCHED, None)),
+    "rechain_after_edit": (rechain, (BROKEN, "forged", 4, "A"), (BROKEN, "rewritten")),
+    "new_forged_writer": (new_writer, (BROKEN, "forged", 11, None), (UNVOUCHED, None)),
+    "forge_checkpoints_and_cut": (
+        forge_checkpoints, (BROKEN, "forged_checkpoint", None, "A"), (UNVOUCHED, None)
+    ),
+    "delete_checkpoints": (drop_checkpoints, (UNVOUCHED, "", None, None), (UNVOUCHED, None)),
 }
 
 
@@ -212,7 +217,7 @@ def test_what_a_cut_tail_looks_like(tmp_path: Path, capsys: pytest.CaptureFixtur
     code = main(["audit", "verify", "--sink", str(tmp_path / "decisions.jsonl"),
                  "--key-file", str(tmp_path / "audit.key")])
     out = capsys.readouterr().out
-    assert code == 2
+    assert code == BROKEN
     assert f"BROKEN: truncated: writer {writers['A']}: checkpoint at seq 5 but the log ends at seq 3" in out
     assert f"BROKEN: truncated: writer {writers['B']}: checkpoint at seq 3 but the log ends at seq 2" in out
     assert f"writer {writers['A']}: 4 records, seq 0..3, checkpoint at seq 5: TRUNCATED" in out
@@ -224,6 +229,6 @@ def test_without_the_key_a_new_writer_is_flagged(tmp_path: Path, capsys: pytest.
     (tmp_path / "decisions.jsonl").write_text(_dump(new_writer(records, tmp_path)))
     code = main(["audit", "verify", "--sink", str(tmp_path / "decisions.jsonl"), "--no-key"])
     out = capsys.readouterr().out
-    assert code == 3 and out.startswith("OK: 13 records")
+    assert code == UNVOUCHED and out.startswith("OK: 13 records")
     assert "writer forged:1:cafe: 3 records, seq 0..2, NO CHECKPOINT" in out
     assert "MACs NOT checked" in out and "INCOMPLETE" in out

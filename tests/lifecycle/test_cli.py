@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 from control_plane.api import create_app
 from control_plane.bootstrap import Ready, profile_of
 from control_plane.cli import main
+from control_plane.cli_support import EXIT_FINDINGS, EXIT_REFUSED, EXIT_USAGE
 from control_plane.config import Settings, load_settings
 from control_plane.loader import load_policy_set
 from control_plane.service import SearchService
@@ -102,7 +103,7 @@ def test_the_lifecycle_from_the_command_line(
     code, out, _ = run(capsys, "policy", "test", str(directory), "--now", "2026-12-10T12:00:00Z", "--json")
     assert code == 0 and json.loads(out)["now"] == "2026-12-10T12:00:00Z", out
     code, _, err = run(capsys, "policy", "test", str(directory), "--now", "soon")
-    assert code == 1 and "not an ISO 8601 time: 'soon'" in err
+    assert code == EXIT_USAGE and "not an ISO 8601 time: 'soon'" in err
 
     # policy lint: clean directory exits 0
     code, out, _ = run(capsys, "policy", "lint", str(directory))
@@ -113,15 +114,15 @@ def test_the_lifecycle_from_the_command_line(
     assert code == 0, err
     staged = load_policy_set(directory).version
     code, _, err = run(capsys, "policy", "promote", "--api-key", bob)
-    assert code == 2 and "refused (untested_version)" in err
+    assert code == EXIT_REFUSED and "refused (untested_version)" in err
     code, _, err = run(capsys, "policy", "test", "--version", "staging", "--api-key", alice)
     assert code == 0, err
     code, _, err = run(capsys, "policy", "approve", "--api-key", alice)
-    assert code == 2 and "refused (self_approval)" in err
+    assert code == EXIT_REFUSED and "refused (self_approval)" in err
     code, _, err = run(capsys, "policy", "approve", "--api-key", "gsk_nope")
-    assert code == 1 and "not valid" in err
+    assert code == EXIT_REFUSED and "not valid" in err
     code, _, err = run(capsys, "policy", "approve")
-    assert code == 1 and "needs an API key" in err
+    assert code == EXIT_REFUSED and "needs an API key" in err
     assert run(capsys, "policy", "approve", "--api-key", bob, "--comment", "ok")[0] == 0
 
     # diff: the new policy changes "creamer" and nothing else in the query file
@@ -159,7 +160,7 @@ def test_the_lifecycle_from_the_command_line(
     assert load_policy_set(exported).version == live["version"]
     assert (exported / "grocery" / "creamers.yaml").is_file()  # the layout it was applied with
     assert not load_policy_set(exported).policy("coffee-creamers").enabled
-    assert run(capsys, "policy", "export", "--env", "live", str(exported))[0] == 1  # not empty
+    assert run(capsys, "policy", "export", "--env", "live", str(exported))[0] == EXIT_USAGE  # not empty
 
     code, _, err = run(capsys, "policy", "rollback", "--to", original, "--api-key", bob)
     assert code == 0, err
@@ -191,9 +192,9 @@ def test_keys_list_and_revoke(cli_env: Settings, capsys: pytest.CaptureFixture[s
     entries = json.loads(out)
     assert code == 0 and [e["principal"] for e in entries] == ["erin"]
     assert "sha256" not in entries[0] and key not in out
-    assert run(capsys, "keys", "create", "--principal", "x", "--role", "owner")[0] == 1
+    assert run(capsys, "keys", "create", "--principal", "x", "--role", "owner")[0] == EXIT_USAGE
     assert run(capsys, "keys", "revoke", entries[0]["key_id"])[0] == 0
-    assert run(capsys, "keys", "revoke", "000000000000")[0] == 1
+    assert run(capsys, "keys", "revoke", "000000000000")[0] == EXIT_FINDINGS  # no such key
 
 
 def test_suggest_drafts_into_staging_from_the_decision_log(
@@ -210,7 +211,7 @@ def test_suggest_drafts_into_staging_from_the_decision_log(
 
     code, out, err = run(capsys, "policy", "suggest", "--dry-run")
     assert code == 0 and "origin: rules" in out and "chocolate zzyzx" in out
-    assert run(capsys, "policy", "status", "staging")[0] == 2  # dry run: nothing staged
+    assert run(capsys, "policy", "status", "staging")[0] == EXIT_REFUSED  # dry run: nothing staged
     code, out, err = run(capsys, "policy", "suggest", "--api-key", alice)
     assert code == 0, err
     staging = json.loads(run(capsys, "policy", "status", "staging", "--json")[1])

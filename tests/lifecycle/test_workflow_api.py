@@ -37,7 +37,7 @@ def canonical(data: Any) -> str:
 
 
 def compile_creamer(lc: Lifecycle) -> dict[str, Any]:
-    response = lc.client.post("/v1/compile", json={"intent": "creamer"})
+    response = lc.call("POST", "/v1/compile", "carol", json={"intent": "creamer"})
     assert response.status_code == 200, response.text
     body: dict[str, Any] = response.json()
     return body
@@ -105,7 +105,7 @@ def test_author_test_review_promote_disable_rollback(lifecycle: Lifecycle) -> No
     # Promote: the next search uses the policy.
     promoted = ok(lc.call("POST", "/v1/policies/promote", "bob", json={"version": fixed, "reason": "go"}))
     assert "live" in promoted["environments"]
-    search = ok(lc.client.post("/v1/search", json={"intent": "creamer", "explain": True}))
+    search = ok(lc.call("POST", "/v1/search", "carol", json={"intent": "creamer", "explain": True}))
     assert search["policy_set_version"] == fixed
     assert "coffee-creamers" in [s["policy_id"] for s in search["explanation"]["applied"]]
     assert search["total"] >= 3

@@ -7,6 +7,7 @@ import re
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -328,9 +329,86 @@ def test_a_missing_governance_file_is_reported(tmp_path: Path) -> None:
 
 def test_unreadable_files_and_missing_directories(tmp_path: Path) -> None:
     target = skeleton(tmp_path)
-    (target / "latin1.yaml").write_bytes("id: caf\xe9\n".encode("latin-1"))
-    assert [(e.file, e.code) for e in load_errors(target)] == [("latin1.yaml", "io_error")]
+    (target / "latin1.yaml").write_bytes("id: p\ntitle: caf\xe9\n".encode("latin-1"))
+    assert [(e.file, e.line, e.column, e.code) for e in load_errors(target)] == [
+        ("latin1.yaml", 2, 11, "bad_encoding")
+    ]
     assert [e.code for e in load_errors(tmp_path / "nowhere")] == ["io_error"]
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "column"),
+    [
+        ("id: p\ntitle: t\x00x\n", 2, 9),  # NUL
+        ("id: p\ntitle: café \x07\n", 2, 13),  # BEL, columns count characters
+        ("# \x1b\n", 1, 3),  # ESC in a comment
+        ("id: p\r\ntitle: \x7f\r\n", 2, 8),  # DEL, CRLF line ends
+        ("id: p\ntitle: \ufffe\n", 2, 8),  # a non-character
+    ],
+)
+def test_control_characters_are_located_errors(
+    tmp_path: Path, text: str, line: int, column: int
+) -> None:
+    target = skeleton(tmp_path)
+    (target / "ctl.yaml").write_bytes(text.encode("utf-8"))
+    errors = load_errors(target)
+    assert [(e.file, e.line, e.column, e.code) for e in errors] == [
+        ("ctl.yaml", line, column, "bad_character")
+    ]
+    assert errors[0].message.startswith("unacceptable character #x")
+
+
+@pytest.mark.parametrize("where", ["governance.yaml", "vocabularies/allergens.yaml"])
+def test_bad_bytes_in_governance_and_vocabularies_are_located(tmp_path: Path, where: str) -> None:
+    target = skeleton(tmp_path)
+    path = target / where
+    path.write_bytes(path.read_bytes() + b"# \x00\n")
+    lines = path.read_bytes().count(b"\n")
+    errors = [e for e in load_errors(target) if e.file == where]
+    assert [(e.line, e.column, e.code) for e in errors] == [(lines, 3, "bad_character")]
+
+
+def test_nesting_too_deep_is_a_syntax_error(tmp_path: Path) -> None:
+    target = skeleton(tmp_path)
+    (target / "deep.yaml").write_text("id: " + "[" * 20000 + "]" * 20000 + "\n")
+    assert [(e.file, e.code) for e in load_errors(target)] == [("deep.yaml", "yaml_syntax")]
+
+
+def test_syntax_errors_read_the_same_with_or_without_libyaml(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """libyaml parses the files; a file it refuses is reported by PyYAML's own parser, so
+    the messages and marks do not depend on which loader is installed."""
+    import control_plane.loader as loader
+
+    assert loader._FAST_LOADER is not None  # libyaml is what makes check fast
+    with_libyaml = [str(e) for e in load_errors(INVALID)]
+    monkeypatch.setattr(loader, "_FAST_LOADER", None)
+    assert [str(e) for e in load_errors(INVALID)] == with_libyaml
+    assert "syntax/bad_yaml.yaml:4:39: yaml_syntax: " in "\n".join(with_libyaml)
+
+
+def test_libyaml_and_pyyaml_locate_every_node_alike() -> None:
+    """The C loader's node marks are the pure-Python loader's, so every located error and
+    every policy location is the same whichever parses."""
+    from control_plane.loader import _parse_fast
+
+    for path in sorted(POLICIES.rglob("*.yaml")):
+        text = path.read_text(encoding="utf-8")
+        fast = _parse_fast(text)
+        assert fast is not None, path
+        slow = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+        assert [_marks(node) for node, _, _ in fast] == [_marks(node) for node in slow], path
+        assert [data for _, data, _ in fast] == list(yaml.safe_load_all(text)), path
+
+
+def _marks(node: Any) -> list[tuple[int, int]]:
+    found = [(node.start_mark.line, node.start_mark.column)]
+    if isinstance(node.value, list):
+        for item in node.value:
+            for part in item if isinstance(item, tuple) else (item,):
+                found += _marks(part)
+    return found
 
 
 def test_documents_that_are_not_policies(tmp_path: Path) -> None:
@@ -417,6 +495,7 @@ RULE = "rules:\n  - category: {values: [Chocolates]}\n"
 #: code -> a policy file that produces exactly that error (with the demo governance).
 ONE_ERROR_EACH = {
     "yaml_syntax": HEAD + "trigger: {any: [x]\n" + RULE,
+    "bad_character": HEAD + "trigger: {any: [x\x07]}\n" + RULE,
     "duplicate_key": HEAD + "owner: o2\ntrigger: {any: [x]}\n" + RULE,
     "invalid_document": "- just a string\n",
     "unknown_field": HEAD + "colour: blue\ntrigger: {any: [x]}\n" + RULE,
@@ -449,7 +528,9 @@ ONE_ERROR_EACH = {
 
 
 def test_the_table_covers_every_code() -> None:
-    assert set(ONE_ERROR_EACH) | {"io_error", "missing_governance"} == set(ERROR_CODES)
+    assert set(ONE_ERROR_EACH) | {"io_error", "missing_governance", "bad_encoding"} == set(
+        ERROR_CODES
+    )
 
 
 @pytest.mark.parametrize("code", sorted(ONE_ERROR_EACH))
@@ -471,3 +552,32 @@ def test_union_errors_become_one_error(tmp_path: Path) -> None:
         "rules.0.price.max: float: Input should be a valid number; RelativeBound: Input should"
         " be a valid dictionary or instance of RelativeBound; str: Input should be a valid string"
     )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a: 1\nb: 2026-12-01\nc: 2026-12-01T10:00:00Z\nd: [yes, no, ~, 1.5, 0x1F, 1_000, '3', 1:30]\n",
+        "base: &b {x: 1, y: [1, 2]}\nother:\n  <<: *b\n  y: 3\n",  # a merge key
+        "~: 1\nnull: 2\n'': 3\n",
+        "s: !!set {a, b}\nbin: !!binary aGVsbG8=\no: !!omap [{a: 1}]\n",
+        "a: &x [1]\nb: *x\n",
+        "---\na: 1\n---\n- x\n- {y: z}\n",
+        "e: ''\nf:\n",
+    ],
+)
+def test_the_fast_constructor_builds_what_safe_load_builds(text: str) -> None:
+    from control_plane.loader import _parse_fast
+
+    parsed = _parse_fast(text)
+    assert parsed is not None
+    assert [data for _, data, _ in parsed] == list(yaml.safe_load_all(text))
+
+
+@pytest.mark.parametrize("text", ["? [1, 2]\n: v\n", "x: !custom 1\n", "a: [1\n"])
+def test_what_libyaml_or_the_constructor_refuses_is_left_to_pyyaml(text: str) -> None:
+    from control_plane.loader import _parse_fast
+
+    assert _parse_fast(text) is None
+    with pytest.raises(yaml.YAMLError):
+        list(yaml.safe_load_all(text))

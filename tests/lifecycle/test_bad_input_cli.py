@@ -1,0 +1,148 @@
+"""Every command that loads a policy directory reports bad files the same way: one
+``file:line:column: code: message`` line per problem on stderr, exit status 3
+(:data:`EXIT_INVALID_INPUT`), never a traceback; on the real engine. And every exit status
+of the table in docs/cli.md is reached by the command that documents it."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from control_plane.cli_support import (
+    EXIT_CODES,
+    EXIT_ENGINE_UNAVAILABLE,
+    EXIT_INVALID_INPUT,
+    EXIT_OK,
+    EXIT_USAGE,
+)
+from control_plane.config import Settings
+from tests.lifecycle.test_cli import cli_env, key_for, run  # noqa: F401
+
+ROOT = Path(__file__).resolve().parents[2]
+LOCATED = re.compile(r"[\w./-]+:\d+:\d+: [a-z_]+: \S.*")
+#: (what is broken, file, bytes appended, the error line it gives)
+BROKEN = {
+    "policy_nul": ("food/oranges.yaml", b"# a NUL: \x00\n", "food/oranges.yaml:{n}:10: bad_character: "),
+    "policy_latin1": ("food/oranges.yaml", "# caf\xe9\n".encode("latin-1"),
+                      "food/oranges.yaml:{n}:6: bad_encoding: "),
+    "vocabulary_bel": ("vocabularies/allergens.yaml", b"# \x07\n",
+                       "vocabularies/allergens.yaml:{n}:3: bad_character: "),
+    "governance_syntax": ("governance.yaml", b"max_pins: [3\n", "governance.yaml:{m}:1: yaml_syntax: "),
+    "tests_bel": ("food/tests/oranges.yaml", b"# \x07\n", "food/tests/oranges.yaml:{n}:3: bad_character: "),
+}
+
+
+def broken_directory(tmp_path: Path, what: str) -> tuple[Path, str]:
+    directory = tmp_path / what
+    shutil.copytree(ROOT / "policies", directory)
+    file, appended, expected = BROKEN[what]
+    path = directory / file
+    path.write_bytes(path.read_bytes() + appended)
+    lines = path.read_bytes().count(b"\n")
+    return directory, expected.format(n=lines, m=lines + 1)
+
+
+def commands(directory: Path, key: str) -> dict[str, list[str]]:
+    folder = str(directory)
+    return {
+        "check": ["policy", "check", folder],
+        "lint": ["policy", "lint", folder],
+        "test": ["policy", "test", folder],
+        "apply": ["policy", "apply", folder, "--api-key", key],
+        "publish": ["policy", "publish", folder, "--env", "staging"],
+        "search": ["search", "chocolate", "--policies", folder],
+        "compile": ["compile", "chocolate", "--policies", folder],
+        "diff": ["policy", "diff", "--from", "live", "--to", folder,
+                 "--queries", str(ROOT / "policies" / "regression" / "queries.txt")],
+    }
+
+
+#: the commands that read a directory's tests as well as its policies
+READ_TESTS = {"check", "lint", "test", "apply", "publish"}
+
+
+def test_every_directory_command_reports_bad_files_located_with_exit_3(
+    cli_env: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]  # noqa: F811
+) -> None:
+    assert run(capsys, "policy", "publish", "policies", "--env", "live")[0] == EXIT_OK
+    key = key_for(capsys, "alice", "author")
+    for what in BROKEN:
+        directory, expected = broken_directory(tmp_path, what)
+        for name, argv in commands(directory, key).items():
+            code, out, err = run(capsys, *argv)
+            if what == "tests_bel" and name not in READ_TESTS:
+                assert code == EXIT_OK, (name, err)  # the tests are not theirs to read
+                continue
+            assert code == EXIT_INVALID_INPUT, (what, name, out, err)
+            lines = err.splitlines()
+            assert lines and all(LOCATED.fullmatch(line) for line in lines), (what, name, err)
+            assert any(line.startswith(expected) for line in lines), (what, name, err)
+
+
+def test_check_fails_a_directory_whose_tests_are_broken(tmp_path: Path) -> None:
+    """In a fresh process: no engine needed, and what a shell sees (no traceback)."""
+    directory, expected = broken_directory(tmp_path, "tests_bel")
+    done = subprocess.run(
+        [sys.executable, "-m", "control_plane.cli", "policy", "check", str(directory)],
+        capture_output=True, text=True, cwd=ROOT, check=False,
+    )
+    assert done.returncode == EXIT_INVALID_INPUT, done.stderr
+    assert done.stderr.startswith(expected) and "Traceback" not in done.stderr
+    assert done.stdout == ""
+    clean = subprocess.run(
+        [sys.executable, "-m", "control_plane.cli", "policy", "check", str(ROOT / "policies")],
+        capture_output=True, text=True, cwd=ROOT, check=False,
+    )
+    assert clean.returncode == EXIT_OK and "test cases" in clean.stdout, clean.stderr
+
+
+def test_check_lists_policy_and_test_problems_in_one_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    directory, policy_error = broken_directory(tmp_path, "policy_nul")
+    tests = directory / "food" / "tests" / "oranges.yaml"
+    tests.write_text(tests.read_text() + "- name: x\n  intent: y\n  expect: {applid: [z]}\n")
+    code, _, err = run(capsys, "policy", "check", str(directory))
+    assert code == EXIT_INVALID_INPUT
+    assert err.startswith(policy_error)
+    assert "food/tests/oranges.yaml:" in err and ": unknown_field: " in err
+
+
+def test_a_broken_configuration_file_is_invalid_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "govsearch.yaml"
+    config.write_bytes(b"engine: {url: \x00}\n")
+    code, _, err = run(capsys, "--config", str(config), "policy", "check", str(ROOT / "policies"))
+    assert code == EXIT_INVALID_INPUT and err.startswith("govsearch: error: ") and len(err.splitlines()) == 1
+    code, _, err = run(capsys, "--config", str(tmp_path / "none.yaml"), "policy", "check")
+    assert code == EXIT_USAGE and "configuration file not found" in err
+
+
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as raised:
+        run(capsys, "policy", "no-such-action")
+    assert raised.value.code == EXIT_USAGE
+    code, _, err = run(capsys, "policy", "lint", str(ROOT / "policies"), "--now", "soon")
+    assert code == EXIT_USAGE and "not an ISO 8601 time" in err
+
+
+def test_no_engine_exits_6(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("GOVSEARCH_ENGINE_URL", "http://127.0.0.1:9")  # discard port: nothing answers
+    code, _, err = run(capsys, "search", "chocolate")
+    assert code == EXIT_ENGINE_UNAVAILABLE and err.startswith("govsearch: error: ")
+    assert len(err.splitlines()) == 1
+
+
+def test_the_cli_docs_list_every_exit_status() -> None:
+    text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| `(\d)` \| `(EXIT_\w+)` \|", text, flags=re.MULTILINE))
+    import control_plane.cli_support as support
+
+    assert {int(code) for code in rows} == set(EXIT_CODES)
+    assert all(getattr(support, name) == int(code) for code, name in rows.items())
