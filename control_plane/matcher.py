@@ -225,7 +225,8 @@ def _percolation(
             }
         },
         "_source": False,
-        "sort": [{sort: "asc"}],
+        # an index published before phrase documents existed has no ``phrase`` field
+        "sort": [{sort: {"order": "asc", "unmapped_type": "keyword"}}],
         "track_total_hits": False,
     }
     if after is not None:

@@ -5,7 +5,8 @@
   The same request without paging is refused by the engine, so the test would fail if
   ``match`` asked for everything in one page.
 - Phrase highlighting: spans from the phrase documents equal the spans the policies' own
-  highlighted queries give (the old path, still used for indices without phrases).
+  highlighted queries give (the old path, still used for indices without phrases); an
+  index published before phrase documents (and their mapped field) existed matches the same.
 - Batches: bounded in documents and bytes, every document present after; a batch the
   engine refuses mid-publish leaves no index and no alias.
 """
@@ -150,3 +151,28 @@ def test_a_refused_batch_leaves_no_index_and_no_alias(
     index = policy_store.publish(engine, index_prefix, policy_set, "live")
     assert engine.alias_targets(live) == [index]
     assert by_type(engine, index, "policy") == len(policy_set.policies)
+
+
+def test_an_index_published_before_phrase_documents_matches_the_same(
+    engine: Engine, index_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A live index written by an earlier release (no ``phrase`` field in its mapping, no
+    phrase documents) keeps serving after an upgrade: same matches, same spans."""
+    policy_set = small_set(12, pattern_every=5)
+    policies = {p.id: p for p in policy_set.policies}
+    current = policy_store.publish(engine, index_prefix, policy_set, "live")
+    mapping = json.loads(json.dumps(policy_store.policies_mapping()))
+    del mapping["mappings"]["properties"]["phrase"]
+    with monkeypatch.context() as patch:
+        patch.setattr(policy_store, "policies_mapping", lambda: mapping)
+        patch.setattr(policy_store, "phrase_documents", lambda _policies: iter(()))
+        old = policy_store.publish(engine, f"{index_prefix}-old", policy_set, "live")
+    assert "phrase" not in engine.request("GET", f"/{old}/_mapping")[old]["mappings"]["properties"]
+    assert by_type(engine, old, "phrase") == 0
+    matched = 0
+    for intent in INTENTS:
+        cleaned = matcher.clean_intent(intent)
+        expected = matcher.match(engine, current, cleaned, policies, now=FIXED_NOW)
+        assert matcher.match(engine, old, cleaned, policies, now=FIXED_NOW) == expected, intent
+        matched += len(expected)
+    assert matched > len(INTENTS)  # the comparison is between real matches, not empty answers
