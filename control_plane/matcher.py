@@ -48,6 +48,7 @@ from control_plane.engine import Engine
 from control_plane.intent_text import normalise
 from control_plane.plan import CapturedText, Match, Span
 from control_plane.policy import Policy, Trigger
+from control_plane.times import iso
 
 #: private-use code points: never in a cleaned intent, and not trimmed by the engine
 PRE_TAG = "\ue000"
@@ -158,7 +159,7 @@ def percolator_document(policy: Policy, version: str, count_tokens: TokenCounter
 
 
 def percolate_filters(cohorts: Iterable[str], now: datetime) -> list[dict[str, Any]]:
-    stamp = now.isoformat()
+    stamp = iso(now)  # UTC: the engine reads no offset beyond 18 hours
     return [
         {"term": {"doc_type": "policy"}},
         {"term": {"enabled": True}},

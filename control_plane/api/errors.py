@@ -84,6 +84,14 @@ ENGINE_MESSAGES = {
     "engine_unavailable": "the search engine cannot be reached; no ungoverned results are served",
     "engine_timeout": "the search engine did not answer in time; no ungoverned results are served",
     "engine_error": "the search engine failed; no ungoverned results are served",
+    "engine_partial_results": "the search engine answered from only some of its shards;"
+    " no ungoverned results are served",
+    "deadline_exceeded": "the request's deadline passed before the search engine answered;"
+    " no ungoverned results are served",
+    "policy_set_ambiguous": "the live policies alias points to more than one index;"
+    " nothing is served until it points to exactly one",
+    "catalog_ambiguous": "the catalog alias points to more than one index;"
+    " nothing is served until it points to exactly one",
 }
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, BeforeValidator, Field
+from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, Field
 
 from control_plane.service import SearchRequest
 
@@ -16,8 +16,16 @@ def _iso_only(value: Any) -> Any:
     return value
 
 
-RequestInstant = Annotated[AwareDatetime, BeforeValidator(_iso_only)]
-"""An instant a request names: an ISO 8601 string with a zone (no bare numbers)."""
+def _in_utc(value: datetime) -> datetime:
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("the instant is outside the years 1 to 9999 once in UTC") from None
+
+
+RequestInstant = Annotated[AwareDatetime, BeforeValidator(_iso_only), AfterValidator(_in_utc)]
+"""An instant a request names: an ISO 8601 string with a zone (no bare numbers), held in UTC
+(whatever offset it was written with, the engine is handed one it can read)."""
 
 
 class SearchBody(SearchRequest):

@@ -104,7 +104,7 @@ def test_a_red_live_index_is_not_ready(
 
 
 def test_an_expired_deadline_answers_503_with_one_record(service: SearchService, tmp_path: Path) -> None:
-    settings = _with(service, api={"request_deadline_s": 1e-6})
+    settings = _with(service, api={"request_deadline_s": 1e-6}, auth={"open_internals": True})  # compile too
     client = _app(service, settings, tmp_path)
     response = client.post("/v1/search", json={"intent": "cheap chocolate"})
     assert response.status_code == 503

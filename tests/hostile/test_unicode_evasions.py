@@ -68,9 +68,11 @@ class Audited:
 
 @pytest.fixture()
 def audited(tmp_path: Path, engine: Engine, settings: Settings, ready: Ready) -> Iterator[Audited]:
-    """The API with a JSONL recorder and no plan cache (every request percolates)."""
+    """The API with a JSONL recorder and no plan cache (every request percolates); explain
+    and compile open (``auth.open_internals``: what is tested here is what they show)."""
     search_settings = settings.search.model_copy(update={"plan_cache_size": 0})
-    uncached = settings.model_copy(update={"search": search_settings})
+    auth = settings.auth.model_copy(update={"open_internals": True})
+    uncached = settings.model_copy(update={"search": search_settings, "auth": auth})
     path = tmp_path / "decisions.jsonl"
     recorder = Recorder(JsonlSink(path), JsonlSink(tmp_path / "events.jsonl"), instance_id="hostile",
                         clock=FIXED_CLOCK)

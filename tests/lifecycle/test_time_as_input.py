@@ -84,6 +84,24 @@ def test_the_record_keeps_the_instant_used(lifecycle: Lifecycle) -> None:
     assert refusal["error"]["code"] == "forbidden" and refusal["applied_policies"] == []
 
 
+@pytest.mark.parametrize(
+    "written", ["2026-12-10T12:00:00Z", "2026-12-09T15:55:00-20:05", "2026-12-11T08:00:00+20:00"]
+)
+def test_a_preview_instant_is_read_in_utc_whatever_its_offset(lifecycle: Lifecycle, written: str) -> None:
+    """Offsets beyond the engine's 18 hours (schemathesis found one failing as an engine
+    error) name the same instant as their UTC form, and serve the same answer."""
+    body = {"intent": "cheap chocolate", "now": written}
+    previewed = ok(lifecycle.call("POST", "/v1/search", "alice", json=body))
+    assert previewed["now"] == "2026-12-10T12:00:00Z"
+    assert previewed["hits"] and "christmas-chocolate" in previewed["hits"][0]["policies"]
+
+
+def test_a_preview_instant_outside_the_calendar_in_utc_is_refused(lifecycle: Lifecycle) -> None:
+    response = lifecycle.call("POST", "/v1/search", "alice", json={"intent": "chocolate",
+                                                                    "now": "0001-01-01T00:30:00+01:00"})
+    refused(response, 422, "invalid_request")
+
+
 @pytest.mark.parametrize("now", ["2026-12-10T12:00:00", "tomorrow", 12])
 def test_a_preview_instant_must_be_an_aware_time(lifecycle: Lifecycle, now: Any) -> None:
     response = lifecycle.call("POST", "/v1/search", "alice", json={"intent": "chocolate", "now": now})
