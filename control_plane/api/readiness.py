@@ -10,12 +10,16 @@ it answer 503 quickly rather than hang.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from control_plane import deadline, policy_store
+from control_plane.api.errors import engine_message
 from control_plane.engine import EngineError
 from control_plane.service import NoLivePolicySet, SearchService
+
+log = logging.getLogger("govsearch.api")
 
 if TYPE_CHECKING:
     from control_plane.audit.recorder import Recorder
@@ -49,11 +53,11 @@ def check(service: SearchService, recorder: Recorder, timeout_s: float = READINE
             _check(service, checks)
     except NotReady as error:
         return Readiness(checks, error.code, str(error))
-    except deadline.DeadlineExceeded as error:
-        message = f"the engine did not answer within {timeout_s:g}s: {error}"
-        return Readiness(checks, "engine_timeout", message)
-    except EngineError as error:
-        return Readiness(checks, error.code, str(error))
+    except deadline.DeadlineExceeded:
+        return Readiness(checks, "engine_timeout", f"the engine did not answer within {timeout_s:g}s")
+    except EngineError as error:  # the engine's own text to the log only, as for every 503
+        log.warning("not ready (%s): %s", error.code, error)
+        return Readiness(checks, error.code, engine_message(error))
     checks["audit"] = recorder.status()
     if checks["audit"] != "ok":  # records wait in the retry buffer
         message = f"the audit sink does not take records: {checks['audit']}"

@@ -12,8 +12,9 @@ from fastapi.testclient import TestClient
 
 from control_plane import deadline, policy_store
 from control_plane.api import create_app
-from control_plane.config import Settings
-from control_plane.engine import Engine
+from control_plane.api.errors import ENGINE_MESSAGES
+from control_plane.config import EngineSettings, Settings
+from control_plane.engine import Engine, connect
 from control_plane.service import SearchService
 from tests.api.test_search_api import assert_error_shape
 from tests.audit.conftest import jsonl_recorder
@@ -98,6 +99,18 @@ def test_a_red_live_index_is_not_ready(
     body = response.json()
     assert_error_shape(body, "cluster_red")
     assert {"check": "cluster", "status": "red"} in body["error"]["details"]
+
+
+def test_an_unreachable_engine_is_not_ready_and_its_text_stays_in_the_log(
+    service: SearchService, tmp_path: Path
+) -> None:
+    dead = connect(EngineSettings(url="http://127.0.0.1:9", kind=service.engine.kind, timeout_s=1))
+    served = SearchService(service.settings, dead, service.profile, recorder=jsonl_recorder(tmp_path))
+    response = TestClient(create_app(served, clock=FIXED_CLOCK)).get("/readyz")
+    assert response.status_code == 503
+    error = response.json()["error"]
+    assert error["code"] in ENGINE_MESSAGES and error["message"] == ENGINE_MESSAGES[error["code"]]
+    assert "127.0.0.1" not in response.text  # no host, no engine error text
 
 
 # --- deadline -------------------------------------------------------------------
