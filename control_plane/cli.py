@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -183,14 +184,16 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
 
     from control_plane.api import create_app
 
-    app = create_app(_service(args, settings), clock=CLOCK)
-    uvicorn.run(
-        app,
-        host=args.host or settings.api.host,
-        port=args.port or settings.api.port,
-        log_level="info",
-    )
-    return 0
+    host, port = args.host or settings.api.host, args.port or settings.api.port
+    workers = args.workers or os.cpu_count() or 1
+    if workers == 1:
+        uvicorn.run(create_app(_service(args, settings), clock=CLOCK), host=host, port=port, log_level="info")
+        return EXIT_OK
+    if args.config:  # the workers read their settings again, from the same file
+        os.environ["GOVSEARCH_CONFIG"] = str(Path(args.config).resolve())
+    uvicorn.run("control_plane.api.worker:build", factory=True, workers=workers, host=host, port=port,
+                log_level="info")
+    return EXIT_OK
 
 
 def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
@@ -262,6 +265,11 @@ def add_search_commands(commands: Any) -> None:
     serve = commands.add_parser("serve", help="serve the HTTP API")
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
+    serve.add_argument(
+        "--workers", type=int, choices=range(1, 65), metavar="N",
+        help="worker processes sharing the port, each with its own plan cache and audit writer"
+        " (default: the number of CPUs)",
+    )
     serve.set_defaults(run=cmd_serve, policies=None)
 
     demo = commands.add_parser(

@@ -91,7 +91,7 @@ def serve(engine_url: str, workdir: Path, name: str, **env: str) -> Served:
     log = directory / "serve.log"
     with open(log, "ab") as out:
         process = subprocess.Popen(
-            [GOVSEARCH, "serve", "--port", str(port)],
+            [GOVSEARCH, "serve", "--workers", "1", "--port", str(port)],
             cwd=ROOT, env=environ, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         )
     served = Served(f"http://127.0.0.1:{port}", process, audit, log, environ)

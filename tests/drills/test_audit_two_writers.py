@@ -41,7 +41,9 @@ def _free_port() -> int:
         return port
 
 
-def _serve(tmp_path: Path, engine_url: str, n: int) -> tuple[subprocess.Popen[bytes], str, Path]:
+def _serve(
+    tmp_path: Path, engine_url: str, n: int, workers: int = 1
+) -> tuple[subprocess.Popen[bytes], str, Path]:
     port = _free_port()
     log = tmp_path / f"serve-{n}.log"
     env = {
@@ -55,7 +57,7 @@ def _serve(tmp_path: Path, engine_url: str, n: int) -> tuple[subprocess.Popen[by
     }
     with log.open("wb") as output:
         process = subprocess.Popen(
-            [str(GOVSEARCH), "serve", "--host", "127.0.0.1", "--port", str(port)],
+            [str(GOVSEARCH), "serve", "--workers", str(workers), "--host", "127.0.0.1", "--port", str(port)],
             env=env, cwd=str(ROOT), stdout=output, stderr=subprocess.STDOUT,
         )
     return process, f"http://127.0.0.1:{port}", log
@@ -144,3 +146,50 @@ def test_two_serve_processes_share_one_log(
         "verify_exit": code,
         "verify": out.splitlines()[0].split(" in ")[0],
     })
+
+
+def _workers(pid: int) -> set[int]:
+    """The processes ``pid`` spawned as workers (multiprocessing's spawn), not its helpers
+    (the resource tracker)."""
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
+                found.add(int(child))
+    return found
+
+
+def test_one_serve_with_two_workers_keeps_a_chain_per_worker(
+    engine_url: str, ready: Ready,  # noqa: F811
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``govsearch serve --workers 2``: two worker processes share the port; every answer is
+    served, and each worker that wrote is a writer of its own with its shutdown checkpoint."""
+    (tmp_path / "keys").mkdir()
+    key_file = tmp_path / "keys" / "audit.key"
+    key_file.write_text("drill-workers:" + "y" * 48 + "\n")
+    key_file.chmod(0o600)
+    process, url, log = _serve(tmp_path, engine_url, 0, workers=2)
+    try:
+        _wait_ready(process, url, log)
+        workers = _workers(process.pid)
+        with ThreadPoolExecutor(THREADS) as pool:
+            statuses = [s for seen in pool.map(lambda t: _load(url, t), range(THREADS)) for s in seen]
+    finally:
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(timeout=60)
+    text = log.read_text()
+    assert code in {0, -signal.SIGTERM}, text
+    assert len(workers) == 2, (workers, text)  # uvicorn's supervisor and its two workers
+    assert text.count("Application shutdown complete.") == 2, text
+    assert sorted(set(statuses)) == [200, 422] and len(statuses) == THREADS * PER_THREAD
+
+    audit = tmp_path / "audit"
+    code = main(["audit", "verify", "--sink", str(audit / "decisions.jsonl"), "--key-file", str(key_file),
+                 "--json"])
+    report: dict[str, Any] = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["ok"] and report["complete"], report
+    assert report["records"] == THREADS * PER_THREAD  # one record per request, whichever worker
+    for writer, seen in report["writers"].items():
+        assert int(writer.split(":")[1]) in workers, writer
+        assert (seen["checkpoint_status"], seen["checkpoint_reason"]) == ("ok", "shutdown")
