@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test test-unit test-clocks drills fuzz-api lint typecheck bench bench-lifecycle bench-policy-check engine-start engine-stop clean
+.PHONY: setup demo test test-unit test-clocks drills fuzz-api lint typecheck bench bench-http bench-lifecycle bench-policy-check engine-start engine-stop clean
 
 setup: $(STAMP) local_engine/target/classpath.txt
 
@@ -59,6 +59,9 @@ typecheck: setup
 SIZES ?=
 bench: setup
 	$(BIN)/python -m bench.run $(if $(SIZES),--sizes $(SIZES))
+
+bench-http: setup
+	$(BIN)/python -m bench.http
 
 bench-lifecycle: setup
 	$(BIN)/python -m bench.lifecycle

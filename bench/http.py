@@ -1,0 +1,207 @@
+"""Governed search over HTTP against the same DSL sent raw to the engine over HTTP.
+
+``python -m bench.http [--engine-url URL] [--workers N] [--seconds S]`` loads the demo
+catalog and policies, starts ``govsearch serve --workers N`` on a free port (its audit log
+in a temporary directory), and measures, interleaved in one run:
+
+- single client: ``POST /v1/search`` (plan cache warm: the intents repeat) against
+  ``POST /<catalog alias>/_search`` with the final DSL the service serves for that intent
+  at the same instant, one httpx client each, the order alternating every round;
+- throughput at concurrency 1, 4 and 16: as many threads, each with its own connection,
+  sending requests for ``S`` seconds, governed then raw, alternating.
+
+The result goes to ``bench/results/<UTC date>-http.json`` with the command, the machine and
+the load average; the ratios are what to read on a shared machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench import environment
+from bench.governed import INTENTS
+from bench.stats import summary
+from control_plane.bootstrap import prepare, profile_of
+from control_plane.config import EngineSettings, Settings
+from control_plane.engine import Engine
+from control_plane.service import SearchRequest, SearchService
+from control_plane.times import system_clock
+
+RESULTS = Path(__file__).resolve().parent / "results"
+GOVSEARCH = Path(sys.executable).parent / "govsearch"
+CONCURRENCY = (1, 4, 16)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _serve(url: str, workers: int, directory: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = _free_port()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("GOVSEARCH_")},
+        "GOVSEARCH_ENGINE_URL": url,
+        "GOVSEARCH_AUDIT_PATH": str(directory / "decisions.jsonl"),
+        "GOVSEARCH_AUDIT_KEY_FILE": str(directory / "audit.key"),
+    }
+    log = (directory / "serve.log").open("wb")
+    process = subprocess.Popen(
+        [str(GOVSEARCH), "serve", "--workers", str(workers), "--host", "127.0.0.1", "--port", str(port)],
+        env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    served = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"govsearch serve ended: {(directory / 'serve.log').read_text()}")
+        try:
+            if httpx.get(served + "/readyz", timeout=5).status_code == 200:
+                return process, served
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    process.kill()
+    raise SystemExit("govsearch serve was not ready within 120 s")
+
+
+def _single_client(
+    call: dict[str, Callable[[httpx.Client, str], None]], bases: dict[str, str], intents: list[str],
+    warmup: int, rounds: int,
+) -> dict[str, Any]:
+    clients = {variant: httpx.Client(base_url=base, timeout=30) for variant, base in bases.items()}
+    samples: dict[str, list[int]] = {variant: [] for variant in call}
+    variants = list(call)
+    try:
+        for number in range(warmup + rounds):
+            order = variants if number % 2 == 0 else variants[::-1]
+            for intent in intents:
+                for variant in order:
+                    started = time.perf_counter_ns()
+                    call[variant](clients[variant], intent)
+                    if number >= warmup:
+                        samples[variant].append(time.perf_counter_ns() - started)
+    finally:
+        for client in clients.values():
+            client.close()
+    latency = {variant: summary(values) for variant, values in samples.items()}
+    return {"latency": latency,
+            "ratio_p50": round(latency["governed"]["p50_ms"] / latency["raw"]["p50_ms"], 2),
+            "ratio_p95": round(latency["governed"]["p95_ms"] / latency["raw"]["p95_ms"], 2)}
+
+
+def _throughput(
+    send: Callable[[httpx.Client, str], None], base: str, intents: list[str], threads: int, seconds: float
+) -> float:
+    done = [0] * threads
+    stop = time.monotonic() + seconds
+
+    def worker(number: int) -> None:
+        with httpx.Client(base_url=base, timeout=30) as client:
+            while time.monotonic() < stop:
+                send(client, intents[(number + done[number]) % len(intents)])
+                done[number] += 1
+
+    pool = [threading.Thread(target=worker, args=(n,)) for n in range(threads)]
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join()
+    return round(sum(done) / seconds, 1)
+
+
+def run(engine: Engine, url: str, workers: int, seconds: float, rounds: int) -> dict[str, Any]:
+    settings = Settings(engine=EngineSettings(url=url, timeout_s=30))
+    now = system_clock()  # the server reads the wall clock: the raw DSL is the one it serves now
+    prepare(engine, settings, clock=lambda: now)
+    service = SearchService(settings, engine, profile_of(settings))
+    alias = service.profile.alias
+    intents = list(INTENTS)
+    dsl = {i: dict(service.search(SearchRequest(intent=i), now).execution.dsl) for i in intents}
+    service.close()
+
+    def governed(client: httpx.Client, intent: str) -> None:
+        client.post("/v1/search", json={"intent": intent}).raise_for_status()
+
+    def raw(client: httpx.Client, intent: str) -> None:
+        client.post(f"/{alias}/_search", json=dsl[intent]).raise_for_status()
+
+    call = {"governed": governed, "raw": raw}
+    with tempfile.TemporaryDirectory(prefix="govsearch-bench-http-") as directory:
+        process, served = _serve(url, workers, Path(directory))
+        bases = {"governed": served, "raw": url}
+        try:
+            single = _single_client(call, bases, intents, 3, rounds)
+            throughput: dict[str, Any] = {}
+            for threads in CONCURRENCY:
+                figures = {variant: _throughput(call[variant], bases[variant], intents, threads, seconds)
+                           for variant in ("governed", "raw")}
+                figures["ratio"] = round(figures["governed"] / figures["raw"], 2)
+                throughput[str(threads)] = figures
+        finally:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=60)
+    return {"http": {"workers": workers, "intents": intents, "rounds": rounds, "seconds": seconds,
+                     "single_client_warm": single, "throughput_req_s": throughput}}
+
+
+def report(result: dict[str, Any]) -> str:
+    http = result["http"]
+    single = http["single_client_warm"]
+    lines = [
+        f"Command: `{result['command']}` ({result['duration_s']} s); load average"
+        f" {result['load_average_at_start']} at start, {result['load_average_at_end']} at end;"
+        f" govsearch serve --workers {http['workers']}",
+        "",
+        "| single client, plan cache warm | p50 ms | p95 ms | p99 ms |",
+        "| --- | --- | --- | --- |",
+    ]
+    for variant in ("governed", "raw"):
+        lat = single["latency"][variant]
+        lines.append(f"| {variant} | {lat['p50_ms']} | {lat['p95_ms']} | {lat['p99_ms']} |")
+    lines += [f"| governed / raw | {single['ratio_p50']}x | {single['ratio_p95']}x | |", "",
+              "| concurrency | governed req/s | raw req/s | ratio |", "| --- | --- | --- | --- |"]
+    for threads, figures in http["throughput_req_s"].items():
+        lines.append(f"| {threads} | {figures['governed']} | {figures['raw']} | {figures['ratio']} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.http", description=__doc__.splitlines()[0])
+    parser.add_argument("--engine-url", help="engine to measure against (default: start a local one)")
+    parser.add_argument("--heap", default="1g", help="heap of the local engine it starts (default 1g)")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                        help="govsearch serve --workers (default: the number of CPUs)")
+    parser.add_argument("--seconds", type=float, default=10.0, help="each throughput phase (default 10)")
+    parser.add_argument("--rounds", type=int, default=20, help="single-client rounds over the intents")
+    parser.add_argument("--out", type=Path, help="result file (default bench/results/<date>-http.json)")
+    args = parser.parse_args(argv)
+    out = args.out or RESULTS / f"{system_clock().date().isoformat()}-http.json"
+    command = "python -m bench.http " + shlex.join(sys.argv[1:] if argv is None else argv)
+    result = environment.recorded_run(
+        command, args.engine_url, args.heap, out,
+        lambda engine, url: run(engine, url, args.workers, args.seconds, args.rounds),
+    )
+    print(report(result))
+    print(f"\nwritten to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
