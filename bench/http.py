@@ -20,7 +20,6 @@ import argparse
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -46,15 +45,8 @@ GOVSEARCH = Path(sys.executable).parent / "govsearch"
 CONCURRENCY = (1, 4, 16)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def _serve(url: str, workers: int, directory: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
+    port = environment.free_port()
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("GOVSEARCH_")},
         "GOVSEARCH_ENGINE_URL": url,

@@ -23,6 +23,7 @@ import pytest
 
 from control_plane.bootstrap import Ready
 from control_plane.cli import main
+from tests.drills.harness import free_port
 from tests.drills.results import record
 from tests.e2e.conftest import ready, settings  # noqa: F401
 
@@ -34,17 +35,10 @@ INTENTS = ["cheap chocolate", "chocolate without peanuts", "oranges", "vegan cho
 THREADS, PER_THREAD = 4, 12
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def _serve(
     tmp_path: Path, engine_url: str, n: int, workers: int = 1
 ) -> tuple[subprocess.Popen[bytes], str, Path]:
-    port = _free_port()
+    port = free_port()
     log = tmp_path / f"serve-{n}.log"
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("GOVSEARCH_AUDIT_")},
