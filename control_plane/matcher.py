@@ -40,7 +40,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -214,6 +215,177 @@ def phrase_documents(policies: Iterable[Policy]) -> Iterator[tuple[str, dict[str
         }
 
 
+# --- the trigger layout: one percolator document per distinct trigger query ----------
+
+#: ``doc_type`` of a trigger document
+TRIGGER_DOC = "trigger"
+#: the id of the document that marks an index of the trigger layout
+LAYOUT_ID = "__layout_triggers__"
+
+
+def trigger_id(kind: str, phrase: str) -> str:
+    """The document id of a (normalised) phrase's query: ``phrase:...`` (the phrase
+    anywhere in the intent) or ``exact:...`` (the phrase and the intent's token count)."""
+    return f"{kind}:" + hashlib.sha256(phrase.encode("utf-8")).hexdigest()[:32]
+
+
+def _trigger_queries(trigger: Trigger) -> list[tuple[str, str]]:
+    """(kind, normalised phrase) of each percolator query a trigger is the union of."""
+    if trigger.kind == "exact":
+        return [("exact", value) for value in _normalised(trigger.values)]
+    if trigger.kind == "pattern":
+        cues = sorted(set(_normalised(cue for pattern in trigger.patterns for cue in pattern.cues)))
+        return [("phrase", cue) for cue in cues]
+    if trigger.kind in ("phrase", "any"):
+        return [("phrase", value) for value in _normalised(trigger.values)]
+    return []
+
+
+def index_documents(
+    policies: Iterable[Policy], count_tokens: TokenCounter
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The percolator documents of a version index: one per distinct (kind, phrase) of
+    ``policies``' triggers, sorted by id, then the layout marker. No policy is stored
+    here: which policies a trigger serves is kept in memory (:class:`Triggers`)."""
+    queries = sorted({query for policy in policies for query in _trigger_queries(policy.trigger)})
+    documents: list[tuple[str, dict[str, Any]]] = []
+    for kind, phrase in queries:
+        query: dict[str, Any] = {"match_phrase": {"intent": phrase}}
+        if kind == "exact":
+            query = {"bool": {"must": [query], "filter": [{"term": {"intent.tokens": count_tokens(phrase)}}]}}
+        doc_id = trigger_id(kind, phrase)
+        documents.append((doc_id, {"doc_type": TRIGGER_DOC, "trigger": doc_id, "phrase": phrase, "query": query}))
+    yield from sorted(documents, key=lambda document: document[0])
+    yield LAYOUT_ID, {"doc_type": "layout", "trigger": ""}
+
+
+@dataclass(frozen=True)
+class _Member:
+    """A policy of a trigger group that applies only to some cohorts or in a window."""
+
+    policy_id: str
+    cohorts: frozenset[str]
+    start: datetime | None
+    until: datetime | None
+
+    def applies(self, cohorts: frozenset[str], now: datetime) -> bool:
+        return (
+            (not self.cohorts or not self.cohorts.isdisjoint(cohorts))
+            and (self.start is None or self.start <= now)
+            and (self.until is None or now < self.until)
+        )
+
+
+@dataclass(frozen=True)
+class _Group:
+    """The enabled policies that share one trigger query (the union of ``documents``)."""
+
+    kind: str
+    """``phrases`` (phrase, any, pattern), ``exact`` or ``always``"""
+    documents: tuple[str, ...]
+    capture: str | None
+    """a pattern's capture name (patterns with the same cues and name share a group)"""
+    everyone: tuple[str, ...]
+    """ids of the members with neither cohorts nor an active window"""
+    conditional: tuple[_Member, ...]
+
+    def applying(self, cohorts: frozenset[str], now: datetime) -> list[str]:
+        return [*self.everyone, *(m.policy_id for m in self.conditional if m.applies(cohorts, now))]
+
+
+class Triggers:
+    """Per version: which policies each trigger document serves (built once, at load)."""
+
+    def __init__(self, groups: Iterable[_Group]) -> None:
+        self.always: tuple[_Group, ...] = ()
+        by_document: dict[str, list[_Group]] = {}
+        always: list[_Group] = []
+        for group in groups:
+            if group.kind == "always":
+                always.append(group)
+            for document in group.documents:
+                by_document.setdefault(document, []).append(group)
+        self.always = tuple(always)
+        self.by_document: dict[str, tuple[_Group, ...]] = {d: tuple(g) for d, g in by_document.items()}
+
+    @classmethod
+    def of(cls, policies: Iterable[Policy]) -> Triggers:
+        members: dict[tuple[str, tuple[str, ...], str | None], list[Policy]] = {}
+        for policy in policies:
+            if not policy.enabled:
+                continue  # never matched (the engine filtered them before)
+            trigger = policy.trigger
+            kind = {"always": "always", "exact": "exact"}.get(trigger.kind, "phrases")
+            documents = tuple(trigger_id(k, phrase) for k, phrase in _trigger_queries(trigger))
+            capture = trigger.patterns[0].capture if trigger.kind == "pattern" else None
+            members.setdefault((kind, documents, capture), []).append(policy)
+        groups = []
+        for (kind, documents, capture), policies_ in sorted(members.items()):
+            everyone = tuple(p.id for p in policies_ if not p.cohorts and p.active is None)
+            conditional = tuple(
+                _Member(
+                    p.id,
+                    frozenset(p.cohorts),
+                    p.active.start if p.active else None,
+                    p.active.until if p.active else None,
+                )
+                for p in policies_
+                if p.cohorts or p.active is not None
+            )
+            groups.append(_Group(kind, documents, capture, everyone, conditional))
+        return cls(groups)
+
+    def expand(
+        self, intent: str, ranges: Mapping[str, list[tuple[int, int]]], cohorts: frozenset[str], now: datetime
+    ) -> tuple[Match, ...]:
+        """The matches of the policies whose trigger documents matched (``ranges``: each
+        matched document's highlighted ranges), filtered by cohorts and window at ``now``.
+        Spans and captures are computed once per group, not per policy."""
+        groups: dict[int, _Group] = {}
+        for document in ranges:
+            for group in self.by_document.get(document, ()):
+                groups.setdefault(id(group), group)
+        whole = (Span(start=0, end=len(intent), text=intent),)
+        found: list[tuple[_Group, list[str], tuple[Span, ...]]] = []
+        for group in [*groups.values(), *self.always]:
+            ids = group.applying(cohorts, now)
+            if not ids:
+                continue
+            if group.kind == "always":
+                spans: tuple[Span, ...] = ()
+            elif group.kind == "exact":
+                spans = whole
+            else:
+                marks = [r for document in group.documents for r in ranges.get(document, ())]
+                spans = spans_of(intent, marks) or whole
+            found.append((group, ids, spans))
+        # Patterns share cues: thousands of matched patterns may have the same few cue spans,
+        # so the captures are computed once per distinct cue span and name.
+        cues = {(s.start, s.end): s for g, _, spans in found if g.capture is not None for s in spans}
+        cue_spans = [cues[key] for key in sorted(cues)]
+        captured: dict[tuple[int, int, str], CapturedText | None] = {}
+        matches: list[Match] = []
+        for group, ids, spans in found:
+            captures: tuple[CapturedText, ...] = ()
+            if group.capture is not None:
+                name = group.capture
+                for span in spans:
+                    if (span.start, span.end, name) not in captured:
+                        captured[(span.start, span.end, name)] = capture_after(intent, span, cue_spans, name)
+                captures = tuple(c for span in spans if (c := captured[(span.start, span.end, name)]))
+            # built by this module from validated parts: no second validation per policy
+            matches.extend(Match.model_construct(policy_id=i, spans=spans, captures=captures) for i in ids)
+        return tuple(sorted(matches, key=lambda m: m.policy_id))
+
+
+class PolicyMap(dict[str, Policy]):
+    """Policies by id, with the :class:`Triggers` of exactly these policies (built once)."""
+
+    def __init__(self, policies: Iterable[Policy]) -> None:
+        super().__init__((policy.id, policy) for policy in policies)
+        self.triggers = Triggers.of(self.values())
+
+
 def _percolation(
     intent: str, filters: list[dict[str, Any]], sort: str, after: str | None, highlight: bool
 ) -> dict[str, Any]:
@@ -258,17 +430,71 @@ def match(
     engine: Engine,
     index: str,
     intent: str,
-    policies: dict[str, Policy],
+    policies: Mapping[str, Policy],
     *,
     cohorts: Sequence[str] = (),
     now: datetime,
 ) -> tuple[Match, ...]:
-    """Percolate ``intent`` (already cleaned) against the policies stored in ``index``.
+    """Percolate ``intent`` (already cleaned) against the triggers stored in ``index``.
 
-    ``policies`` is the policy set the index was built from (by id); matches are sorted by
-    policy id so the result does not depend on the engine's hit order. One ``_msearch``
-    round trip (policies and phrases), more only past :data:`PAGE` hits (module docstring).
+    ``policies`` is the policy set the index was built from (by id): a :class:`PolicyMap`
+    carries its :class:`Triggers`, built once when the version was loaded; any other
+    mapping has them built here. Matches are sorted by policy id so the result does not
+    depend on the engine's hit order. One round trip, more only past :data:`PAGE` matched
+    triggers; an index of an earlier layout (no :data:`LAYOUT_ID` marker) is matched the
+    old way, one more round trip (module docstring).
     """
+    triggers = policies.triggers if isinstance(policies, PolicyMap) else Triggers.of(policies.values())
+
+    def page(after: str | None) -> dict[str, Any]:
+        return _trigger_percolation(intent, after)
+
+    first = engine.search(index, page(None))
+    hits = _pages(engine, index, first, page)
+    if not any(hit["_id"] == LAYOUT_ID for hit in hits):
+        return _match_legacy(engine, index, intent, policies, cohorts=cohorts, now=now)
+    ranges = {hit["_id"]: _marked_ranges(hit) for hit in hits}
+    return triggers.expand(intent, ranges, frozenset(cohorts), now)
+
+
+def _trigger_percolation(intent: str, after: str | None) -> dict[str, Any]:
+    """A page of the trigger documents ``intent`` matches (highlighted), and the layout
+    marker (an ``ids`` query: found whatever the intent)."""
+    percolate = {"percolate": {"field": "query", "document": {"intent": intent}}}
+    body: dict[str, Any] = {
+        "size": PAGE,
+        "query": {
+            "bool": {
+                "should": [
+                    {"bool": {"must": [percolate], "filter": [{"term": {"doc_type": TRIGGER_DOC}}]}},
+                    {"ids": {"values": [LAYOUT_ID]}},
+                ],
+                "minimum_should_match": 1,
+            }
+        },
+        "_source": False,
+        # an index of an earlier layout has no ``trigger`` field (and finds no marker)
+        "sort": [{"trigger": {"order": "asc", "unmapped_type": "keyword"}}],
+        "track_total_hits": False,
+        "highlight": HIGHLIGHT,
+    }
+    if after is not None:
+        body["search_after"] = [after]
+    return body
+
+
+def _match_legacy(
+    engine: Engine,
+    index: str,
+    intent: str,
+    policies: Mapping[str, Policy],
+    *,
+    cohorts: Sequence[str] = (),
+    now: datetime,
+) -> tuple[Match, ...]:
+    """The layouts of earlier releases: one percolator document per policy (filtered in the
+    engine, paged), spans from phrase documents or, before those, from the policies' own
+    highlighted queries (module docstring)."""
     policy_filters = percolate_filters(cohorts, now)
     phrase_filters: list[dict[str, Any]] = [{"term": {"doc_type": "phrase"}}]
 

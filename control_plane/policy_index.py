@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from control_plane.composer_captures import VocabularyIndex, index_vocabularies
+from control_plane.matcher import PolicyMap
 from control_plane.policy import Policy, PolicySet
 
 
@@ -31,7 +32,8 @@ class PolicyIndex:
     """Per-version lookup structures of one policy set (see the module docstring)."""
 
     version: str
-    by_id: Mapping[str, Policy]
+    by_id: PolicyMap
+    """policies by id, with the triggers the matcher expands matched documents with"""
     standing_guards: tuple[Policy, ...]
     """enabled guards without an active window: composed even when not matched"""
     vocabularies: Mapping[str, VocabularyIndex]
@@ -65,7 +67,7 @@ def build_index(policy_set: PolicySet) -> PolicyIndex:
     }
     return PolicyIndex(
         version=policy_set.version,
-        by_id={policy.id: policy for policy in policy_set.policies},
+        by_id=PolicyMap(policy_set.policies),
         standing_guards=tuple(
             policy
             for policy in policy_set.policies

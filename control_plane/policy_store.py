@@ -5,8 +5,9 @@ yet), marks it read-only and moves an alias (``PREFIX-live``, ``PREFIX-staging``
 one atomic ``_aliases`` call. ``resolve`` reads an alias back into the concrete index and
 its policy set, so every request works on one index and one set: never a mix.
 
-The index holds one percolator document per policy, one per distinct trigger phrase (for
-highlighting, :func:`control_plane.matcher.phrase_documents`) and the policy-set document.
+The index holds one percolator document per distinct trigger query (phrase, cue or exact
+phrase, :func:`control_plane.matcher.index_documents`; the policies using each are kept in
+memory, not in the index), a layout marker and the policy-set document (ADR 0015).
 They are written in bulk batches bounded in documents and bytes (:data:`BATCH_DOCUMENTS`,
 :data:`BATCH_BYTES`; one 105 MB request for 100,000 policies was refused with 429), with
 progress reported to the :func:`reporting` callback if one is set. Any failure deletes the
@@ -34,7 +35,7 @@ from typing import Any
 
 from control_plane.config import project_path
 from control_plane.engine import Engine, EngineError
-from control_plane.matcher import percolator_document, phrase_documents
+from control_plane.matcher import index_documents
 from control_plane.policy import PolicySet
 
 META_ID = "__policy_set__"
@@ -107,18 +108,12 @@ def write_index(
                 counts[phrase] = len(engine.analyze(name, "govsearch_text", phrase))
             return counts[phrase]
 
-        phrases = list(phrase_documents(policy_set.policies))
-
-        def documents() -> Iterator[tuple[str, dict[str, Any]]]:
-            for policy in policy_set.policies:
-                yield policy.id, percolator_document(policy, policy_set.version, count_tokens)
-            yield from phrases
-
-        total = len(policy_set.policies) + len(phrases)
+        documents = list(index_documents(policy_set.policies, count_tokens))
+        total = len(documents)
         written = 0
         progress = _PROGRESS.get()
         bounds = (batch_documents or BATCH_DOCUMENTS, batch_bytes or BATCH_BYTES)
-        for batch in batches(name, documents(), *bounds):
+        for batch in batches(name, documents, *bounds):
             _send(engine, batch.payload)
             written += batch.documents
             if progress is not None:

@@ -242,7 +242,7 @@ class SearchService:
         served = self._served
         if served is None or served[0].index != index:
             live = policy_store.read_index(self.engine, index)
-            self._served = (live, {p.id: p for p in live.policy_set.policies})
+            self._served = (live, live.policy_set.lookups().by_id)  # built by read_index
         self._refusal, self._checked_at = None, started
 
     # --- pipeline -----------------------------------------------------------------

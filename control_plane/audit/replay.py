@@ -80,7 +80,7 @@ def run(service: SearchService, record: dict[str, Any], live: policy_store.LiveP
     params = record.get("request") or {}
     cohorts = tuple(params.get("cohorts") or ())
     now = parse_time(record.get("now") or record["time"])  # the instant it was evaluated at
-    by_id = {p.id: p for p in live.policy_set.policies}
+    by_id = live.policy_set.lookups().by_id
     matches = matcher.match(service.engine, live.index, intent, by_id, cohorts=cohorts, now=now)
     context = ComposeContext(
         cohorts=cohorts,
