@@ -311,16 +311,30 @@ class Triggers:
     @classmethod
     def of(cls, policies: Iterable[Policy]) -> Triggers:
         members: dict[tuple[str, tuple[str, ...], str | None], list[Policy]] = {}
+        # 100,000 policies share a few thousand phrases: normalise and hash each once
+        ids: dict[tuple[str, str], str | None] = {}
+
+        def document(kind: str, phrase: str) -> str | None:
+            if (kind, phrase) not in ids:
+                text = normalise(phrase)
+                ids[(kind, phrase)] = trigger_id(kind, text) if text else None
+            return ids[(kind, phrase)]
+
         for policy in policies:
             if not policy.enabled:
                 continue  # never matched (the engine filtered them before)
             trigger = policy.trigger
             kind = {"always": "always", "exact": "exact"}.get(trigger.kind, "phrases")
-            documents = tuple(trigger_id(k, phrase) for k, phrase in _trigger_queries(trigger))
+            if trigger.kind == "pattern":
+                phrases = sorted({cue for pattern in trigger.patterns for cue in pattern.cues})
+            else:
+                phrases = list(trigger.values) if trigger.kind != "always" else []
+            query_kind = "exact" if trigger.kind == "exact" else "phrase"
+            documents = tuple(dict.fromkeys(d for p in phrases if (d := document(query_kind, p))))
             capture = trigger.patterns[0].capture if trigger.kind == "pattern" else None
             members.setdefault((kind, documents, capture), []).append(policy)
         groups = []
-        for (kind, documents, capture), policies_ in sorted(members.items()):
+        for (kind, documents, capture), policies_ in members.items():
             everyone = tuple(p.id for p in policies_ if not p.cohorts and p.active is None)
             conditional = tuple(
                 _Member(
