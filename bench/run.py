@@ -35,7 +35,7 @@ class Plan:
 
 
 FULL = Plan(
-    sizes=[1000, 10000], percolation=(50, 2, 10), governed=(20, 3, 30), compose=([1, 10, 50], 50, 500)
+    sizes=[1000, 10000, 100000], percolation=(50, 2, 10), governed=(20, 3, 30), compose=([1, 10, 50], 50, 500)
 )
 QUICK = Plan(
     sizes=[100, 1000], percolation=(20, 1, 3), governed=(10, 1, 5), compose=([1, 10, 50], 5, 30)
@@ -63,7 +63,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--heap", default="1g", help="heap of the local engine it starts (default 1g)")
     parser.add_argument("--keep", action="store_true", help="keep the synthetic policy indices")
     parser.add_argument(
-        "--sizes", type=_sizes, help="policy-set sizes, e.g. 1000,10000,100000 (default 1000,10000)"
+        "--sizes", type=_sizes, help="policy-set sizes, e.g. 1000,10000 (default 1000,10000,100000)"
     )
     parser.add_argument(
         "--parts", default=",".join(PARTS), help=f"what to measure, of {','.join(PARTS)} (default all)"
@@ -158,7 +158,8 @@ def _percolation_lines(perc: dict[str, Any]) -> list[str]:
         f" {perc['warmup_rounds']} warm-up rounds, sizes interleaved",
         "",
         _row(["policies", "percolate p50", "p95", "p99", "compile p50", "p95", "p99",
-              "matches/intent (mean, max)", "publish s", "first load s", "engine RSS MiB (heap)"]),
+              "matches/intent (mean, max)", "publish s", "first load s (read, validate, lookups)",
+              "engine RSS MiB (heap)"]),
         _row(["---"] * 11),
     ]
     for size in perc["sizes"]:
@@ -167,7 +168,8 @@ def _percolation_lines(perc: dict[str, Any]) -> list[str]:
         lines.append(_row([
             f"{size['policies']:,}", lat["p50_ms"], lat["p95_ms"], lat["p99_ms"],
             comp["p50_ms"], comp["p95_ms"], comp["p99_ms"], f"{m['mean']}, {m['max']}", size["publish_s"],
-            size["first_load_s"], f"{memory['rss_mib']} ({memory['heap_used_mib']})",
+            f"{size['first_load_s']} ({_parts(size.get('load_parts_s'))})",
+            f"{memory['rss_mib']} ({memory['heap_used_mib']})",
         ]))
     growth = perc["growth_p50"]
     lines.append(
@@ -175,6 +177,10 @@ def _percolation_lines(perc: dict[str, Any]) -> list[str]:
         f" percolate x{growth['percolate']}, compile x{growth['compile']}"
     )
     return lines
+
+
+def _parts(parts: dict[str, float] | None) -> str:
+    return ", ".join(str(parts[k]) for k in ("read", "validate", "lookups")) if parts else "-"
 
 
 def _governed_lines(gov: dict[str, Any]) -> list[str]:

@@ -3,8 +3,9 @@
 Each policy's trigger is compiled into a query over the percolated document's ``intent``
 field, analysed with ``govsearch_text`` -- the catalog's analyzer, so stemming, elision and
 accent folding agree with what full-text retrieval will see. One ``percolate`` request per
-intent returns every candidate, already filtered by ``enabled``, cohorts and the active
-window at ``now``. Matched spans come from the engine's highlighter, never from
+intent returns every matched trigger query (below: one per distinct query, not per policy);
+the policies behind them are then filtered by ``enabled``, cohorts and the active window at
+``now`` in memory. Matched spans come from the engine's highlighter, never from
 re-analysing text in Python.
 
 Trigger compilation:
@@ -23,17 +24,24 @@ Both sides of a match are normalised by :mod:`control_plane.intent_text`: the in
 the boundary that received it, and each trigger phrase and cue here, when it is compiled
 (what the percolator stores is what the engine analyses of the normalised phrase).
 
-Matching at scale (100,000 policies): the percolation is paged (``search_after`` on
-``policy_id``, :data:`PAGE` hits a page, so no ``index.max_result_window`` limits it), asks
-for no ``_source`` (the policy bodies come from the set in memory) and highlights nothing.
-Spans come from a second percolation, in the same ``_msearch`` round trip, over the
-index's *phrase* documents: one percolator query per distinct phrase or cue of the set
-(:func:`phrase_documents`), highlighted. A matched policy's spans are the union of its
-phrases' highlighted words, adjacent words merged, exactly what highlighting the policy's
-own query gives; but each phrase is highlighted once per intent, however many policies
-share it (highlighting was about 0.17 ms per matched policy). A matched policy none of
-whose phrases is found there (an index written before phrase documents existed) is
-highlighted the old way, in a request restricted to those policies' ids.
+Matching at scale (100,000 policies, ADR 0015): a version index holds one percolator
+document per distinct trigger query (:func:`index_documents`): a phrase of a ``phrase`` or
+``any`` trigger, a pattern's cue, an ``exact`` phrase with its token count; never one per
+policy. Synthetic and real sets share their phrases (thousands of policies on "without"),
+so an intent matches tens of documents, not thousands of policies. The percolation asks
+for no ``_source`` (the hit ids are the documents), highlights those few documents (their
+words are the spans: a trigger's spans are the union of its phrases' highlighted words,
+adjacent words merged, exactly what highlighting the policy's own ``bool.should`` of
+``match_phrase`` gave) and is paged with ``search_after`` on the ``trigger`` keyword, so no
+``index.max_result_window`` limits it. Which policies a document serves, and the filters
+the engine applied before (``enabled``, cohorts, the active window at ``now``), are in
+memory: :class:`Triggers`, built once per loaded version, groups the policies sharing one
+trigger query; spans and captures are computed once per group.
+
+Indices written by earlier releases (one percolator document per policy, with or without
+phrase documents) carry no :data:`LAYOUT_ID` marker: they are matched the old way
+(:func:`_match_legacy`: policies filtered in the engine and paged, spans from the phrase
+documents or from the policies' own highlighted queries), at the old cost.
 """
 
 from __future__ import annotations
@@ -229,32 +237,37 @@ def trigger_id(kind: str, phrase: str) -> str:
     return f"{kind}:" + hashlib.sha256(phrase.encode("utf-8")).hexdigest()[:32]
 
 
-def _trigger_queries(trigger: Trigger) -> list[tuple[str, str]]:
-    """(kind, normalised phrase) of each percolator query a trigger is the union of."""
-    if trigger.kind == "exact":
-        return [("exact", value) for value in _normalised(trigger.values)]
-    if trigger.kind == "pattern":
-        cues = sorted(set(_normalised(cue for pattern in trigger.patterns for cue in pattern.cues)))
-        return [("phrase", cue) for cue in cues]
-    if trigger.kind in ("phrase", "any"):
-        return [("phrase", value) for value in _normalised(trigger.values)]
-    return []
-
-
 def index_documents(
     policies: Iterable[Policy], count_tokens: TokenCounter
 ) -> Iterator[tuple[str, dict[str, Any]]]:
     """The percolator documents of a version index: one per distinct (kind, phrase) of
     ``policies``' triggers, sorted by id, then the layout marker. No policy is stored
     here: which policies a trigger serves is kept in memory (:class:`Triggers`)."""
-    queries = sorted({query for policy in policies for query in _trigger_queries(policy.trigger)})
+    normalised: dict[str, str] = {}  # a few thousand distinct phrases in 100,000 policies
+
+    def text(phrase: str) -> str:
+        if phrase not in normalised:
+            normalised[phrase] = normalise(phrase)
+        return normalised[phrase]
+
+    queries: set[tuple[str, str]] = set()
+    for policy in policies:
+        trigger = policy.trigger
+        if trigger.kind == "pattern":
+            raw = [("phrase", cue) for pattern in trigger.patterns for cue in pattern.cues]
+        elif trigger.kind in ("phrase", "any", "exact"):
+            raw = [("exact" if trigger.kind == "exact" else "phrase", value) for value in trigger.values]
+        else:
+            raw = []
+        queries.update((kind, t) for kind, phrase in raw if (t := text(phrase)))
     documents: list[tuple[str, dict[str, Any]]] = []
-    for kind, phrase in queries:
+    for kind, phrase in sorted(queries):
         query: dict[str, Any] = {"match_phrase": {"intent": phrase}}
         if kind == "exact":
             query = {"bool": {"must": [query], "filter": [{"term": {"intent.tokens": count_tokens(phrase)}}]}}
         doc_id = trigger_id(kind, phrase)
-        documents.append((doc_id, {"doc_type": TRIGGER_DOC, "trigger": doc_id, "phrase": phrase, "query": query}))
+        source = {"doc_type": TRIGGER_DOC, "trigger": doc_id, "phrase": phrase, "query": query}
+        documents.append((doc_id, source))
     yield from sorted(documents, key=lambda document: document[0])
     yield LAYOUT_ID, {"doc_type": "layout", "trigger": ""}
 
