@@ -55,7 +55,7 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy control_plane agent_gateway
 
-# Policy-set sizes of the percolation and compile benchmark, e.g. SIZES=1000,10000,100000
+# Policy-set sizes of the percolation and compile benchmark (default 1000,10000,100000), e.g. SIZES=1000,10000
 SIZES ?=
 bench: setup
 	$(BIN)/python -m bench.run $(if $(SIZES),--sizes $(SIZES))

@@ -26,6 +26,9 @@ def latency_by_size(result: dict[str, Any], out: Path) -> Path:
         for stat, style in (("p50_ms", "-o"), ("p95_ms", "--s")):
             values = [entry[key][stat] for entry in sizes]
             axes.plot(counts, values, style, color=colour, label=f"{label} {stat.removesuffix('_ms')}")
+    # issue 14's percolation targets at 100,000 policies
+    axes.axhline(10, color="tab:blue", linewidth=0.8, linestyle=":", label="target percolate p50 (10 ms)")
+    axes.axhline(30, color="tab:blue", linewidth=0.8, linestyle="-.", label="target percolate p95 (30 ms)")
     axes.set_xscale("log")
     axes.set_yscale("log")
     axes.set_xticks(counts, [f"{c:,}" for c in counts])
