@@ -2,9 +2,11 @@
 
 Per size, a synthetic set (``bench/synthetic.py``) is published under its own prefix
 (publish time and the engine's memory after it recorded); then, interleaved by size and
-round, every intent is timed twice: ``matcher.match`` end to end (the paged percolation and
-the phrase highlights in one ``_msearch``, spans and captures) and ``SearchService.compile``
-with the plan cache off (percolate, catalog statistics, compose) against the set's index.
+round, every intent is timed twice: ``matcher.match`` end to end with the loaded set's policy
+map (one percolation of the distinct trigger documents, highlighted and paged, then the
+expansion to policies in memory: filters, spans, captures; ADR 0015) and
+``SearchService.compile`` with the plan cache off (percolate, catalog statistics, compose)
+against the set's index. The first load of each set is timed, then its steps one by one.
 """
 
 from __future__ import annotations
