@@ -242,7 +242,8 @@ class ComposeContext:
 
     cohorts: tuple[str, ...] = ()
     market: str | None = None
-    category_field: str = "categories"
+    category_field: str = field(kw_only=True)
+    """the profile's category path field (what category constraints filter)"""
     price_stats: Mapping[str, StatsLike] = field(default_factory=dict)
     """category name -> its price statistics, plus ``"_all"``"""
 

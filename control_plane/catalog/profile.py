@@ -46,6 +46,17 @@ ROLE_TYPES: dict[str, frozenset[str]] = {
     "facets.brand": frozenset({"keyword"}),
 }
 
+#: Roles a catalog may lack, and what it does without them (``govsearch policy lint`` says so).
+OPTIONAL_ROLES: dict[str, str] = {
+    "category_leaf": "no most-specific category field",
+    "margin": "no margin signal: economics ignores margin weights",
+    "popularity": "no popularity signal: economics ignores popularity weights",
+    "availability": "no availability field: no in-stock guard is possible",
+    "visibility": "no visibility field: no visible-only guard is possible",
+    "market": "no market field: no market guard is possible",
+    "language": "no language field",
+}
+
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -84,17 +95,23 @@ class CatalogProfile(_Frozen):
     price: FieldName
     category: FieldName
     """the full category path, general to specific (category constraints, statistics)"""
-    category_leaf: FieldName
+    category_leaf: FieldName | None = None
+    """optional: the most specific category"""
     brand: FieldName
-    margin: FieldName
-    popularity: FieldName
+    margin: FieldName | None = None
+    """optional: without it, economics has no margin signal"""
+    popularity: FieldName | None = None
+    """optional: without it, economics has no popularity signal"""
     margin_scale: float = Field(default=1.0, gt=0)
     """the margin value that counts as 'full' (economics divides by it)"""
     popularity_scale: float = Field(default=1.0, gt=0)
     """the popularity value that counts as 'full' (e.g. 1000 for a 0..1000 field)"""
-    availability: FieldName
-    visibility: FieldName
-    market: FieldName
+    availability: FieldName | None = None
+    """optional: the in-stock flag (a guard policy filters on it)"""
+    visibility: FieldName | None = None
+    """optional: the published flag (a guard policy filters on it)"""
+    market: FieldName | None = None
+    """optional: the market code (the market guard filters on it)"""
     language: FieldName | None = None
     facets: Facets
     display: tuple[FieldName, ...] = Field(min_length=1)
@@ -114,6 +131,10 @@ class CatalogProfile(_Frozen):
         if len(set(value)) != len(value):
             raise ValueError("a display field is listed twice")
         return value
+
+    def absent_roles(self) -> list[tuple[str, str]]:
+        """(role, what is missing without it) for each optional role the profile leaves out."""
+        return [(role, OPTIONAL_ROLES[role]) for role in OPTIONAL_ROLES if getattr(self, role) is None]
 
     def load_mapping(self) -> dict[str, Any]:
         """The ``indices.create`` body: ``{"settings": ..., "mappings": ...}``."""

@@ -63,6 +63,7 @@ def requests(draw: st.DrawFn) -> tuple[PolicySet, str, list[Match], ComposeConte
     context = ComposeContext(
         cohorts=tuple(draw(st.lists(st.sampled_from(["vegan", "pro", "students"]), unique=True))),
         market=draw(st.sampled_from([None, "fr", "de"])),
+        category_field="categories",
         price_stats={"_all": LinearStats(), "Chocolates": LinearStats(count=0)},
     )
     return policies, intent, matches, context
