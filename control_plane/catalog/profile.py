@@ -20,6 +20,8 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from control_plane.money import MoneyNotation
+
 FieldName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")]
 
 NUMERIC_TYPES = frozenset({
@@ -116,6 +118,9 @@ class CatalogProfile(_Frozen):
     facets: Facets
     display: tuple[FieldName, ...] = Field(min_length=1)
     """the fields returned in each hit"""
+    money: MoneyNotation | None = None
+    """the currency of ``price`` and how shoppers write amounts (None: the built-in notation,
+    $ € £ ¥ and their words, either decimal separator)"""
 
     @field_validator("fulltext")
     @classmethod
