@@ -168,7 +168,7 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     outcome = service.search(request, now_option(args.now))
     response = search_response("cli", request, outcome, service.profile)
     if args.json:
-        print_json(response.model_dump(exclude_none=True))
+        print_json(response.model_dump(mode="json", exclude_none=True))
     else:
         print(
             f"{response.status} tier={response.tier} total={response.total}"

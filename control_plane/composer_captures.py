@@ -114,7 +114,7 @@ def read_price(text: str, money: MoneyNotation | None) -> tuple[float | None, st
     built-in one (:func:`parse_price`) when the profile declares none; else None and why."""
     if money is None:
         number = parse_price(text)
-        return number, "" if number is not None else f"'{text}' is not a price"
+        return number, "" if number is not None else "is not a price"
     amount = parse_amount(text, money)
     if isinstance(amount, Unreadable):
         return None, amount.reason
@@ -213,7 +213,7 @@ def bind(
                     number, why = read_price(text, money)
                     mapping(name, text, None, [] if number is None else [str(number)])
                     if number is None:
-                        return result(Problem("capture_unmapped", f"{why} ({{{name}}})"))
+                        return result(Problem("capture_unmapped", f"'{text}' ({{{name}}}) {why}"))
                     numbers.append(number)
                 prices[name] = tuple(numbers)
                 continue

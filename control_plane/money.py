@@ -88,6 +88,7 @@ class Amount:
 class Unreadable:
     text: str
     reason: str
+    """why, after the text: ``is not written in INR notation (...)``"""
 
 
 def parse_amount(text: str, notation: MoneyNotation) -> Amount | Unreadable:
@@ -138,11 +139,11 @@ def _number(text: str, notation: MoneyNotation) -> float | None:
 
 def _why(text: str, rest: str, notation: MoneyNotation) -> str:
     if not re.search(r"\d", rest):
-        return f"'{text}' has no number"
+        return "has no number"
     if re.fullmatch(r"[\d.,\s']+", rest):
         example = {"western": "1,500,000", "indian": "15,00,000", "none": "1500000"}[notation.grouping]
         return (
-            f"'{text}' is not written in {notation.currency} notation ({notation.grouping} digit"
+            f"is not written in {notation.currency} notation ({notation.grouping} digit"
             f" grouping, e.g. {example}; decimal separator '{notation.decimal_separator}')"
         )
-    return f"'{text}' is not an amount in {notation.currency} notation (unknown word or sign)"
+    return f"is not an amount in {notation.currency} notation (unknown word or sign)"

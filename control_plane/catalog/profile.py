@@ -50,13 +50,13 @@ ROLE_TYPES: dict[str, frozenset[str]] = {
 
 #: Roles a catalog may lack, and what it does without them (``govsearch policy lint`` says so).
 OPTIONAL_ROLES: dict[str, str] = {
-    "category_leaf": "no most-specific category field",
+    "category_leaf": "the most specific category of a product is not known",
     "margin": "no margin signal: economics ignores margin weights",
     "popularity": "no popularity signal: economics ignores popularity weights",
-    "availability": "no availability field: no in-stock guard is possible",
-    "visibility": "no visibility field: no visible-only guard is possible",
-    "market": "no market field: no market guard is possible",
-    "language": "no language field",
+    "availability": "no in-stock guard is possible",
+    "visibility": "no visible-only guard is possible",
+    "market": "no market guard is possible",
+    "language": "products carry no language",
 }
 
 

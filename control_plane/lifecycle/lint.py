@@ -248,7 +248,8 @@ def _order(finding: Finding) -> tuple[int, str, int, str, str, str]:
 def _absent_roles(profile: CatalogProfile | None) -> Iterator[Finding]:
     """An info finding per optional role the catalog profile leaves out."""
     for role, consequence in profile.absent_roles() if profile is not None else ():
-        yield Finding("absent_role", "info", None, f"profile:{role}", f"the profile has no {role} field: {consequence}")
+        message = f"the profile has no {role} field: {consequence}"
+        yield Finding("absent_role", "info", None, f"profile:{role}", message)
 
 
 def _governance(

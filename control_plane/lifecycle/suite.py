@@ -84,9 +84,9 @@ from control_plane.errors import PolicyError, PolicyLoadError
 from control_plane.intent_text import normalise
 from control_plane.loader import (
     PYDANTIC_CODES,
-    FieldRoles,
     SUFFIXES,
     TESTS_DIR,
+    FieldRoles,
     Source,
     YamlReading,
     load_policy_set,

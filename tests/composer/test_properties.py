@@ -116,7 +116,7 @@ ALLOWED = {
     "__future__", "typing", "dataclasses", "re", "unicodedata", "math", "collections.abc",
     "decimal", "pydantic", "control_plane.policy", "control_plane.plan",
     "control_plane.composer", "control_plane.composer_captures", "control_plane.composer_fields",
-    "control_plane.composer_price", "control_plane.composer_state",
+    "control_plane.composer_price", "control_plane.composer_state", "control_plane.money",
 }  # fmt: skip
 MODULES = sorted((ROOT / "control_plane").glob("composer*.py"))
 

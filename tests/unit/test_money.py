@@ -74,14 +74,14 @@ def test_inr(text: str, expected: float) -> None:
 def test_what_is_not_an_amount_is_refused_with_a_reason(text: str, notation: MoneyNotation, why: str) -> None:
     result = parse_amount(text, notation)
     assert isinstance(result, Unreadable)
-    assert why in result.reason and text in result.reason
+    assert why in result.reason and result.text == text
 
 
 def test_5k_is_never_read_as_5() -> None:
     assert value("5k", USD) == 5000
     no_k = USD.model_copy(update={"multipliers": {}})
     assert isinstance(parse_amount("5k", no_k), Unreadable)
-    assert read_price("5k", None) == (None, "'5k' is not a price")  # the built-in notation
+    assert read_price("5k", None) == (None, "is not a price")  # the built-in notation
 
 
 def test_a_mark_must_be_a_whole_word() -> None:
