@@ -62,7 +62,7 @@ def search_response(
     )
 
 
-def served_catalog(service: SearchService, body: SearchBody) -> None:
+def served_catalog(service: SearchService, body: Any) -> None:
     """400 ``catalog_not_served`` when the request names a catalog this process does not serve."""
     served = service.settings.selected_catalog
     if body.catalog is not None and body.catalog != served:

@@ -167,6 +167,8 @@ def test_the_api_serves_the_named_catalog_and_refuses_another(service: SearchSer
     assert refused.status_code == 400
     assert refused.json()["error"]["code"] == "catalog_not_served"
     assert client.post("/v1/compile", json={"intent": "kurta", "catalog": "groceries"}).status_code == 400
+    agent = client.post("/v1/agent/query", json={"message": "a kurta", "catalog": "default"})
+    assert agent.status_code == 400 and agent.json()["error"]["code"] == "catalog_not_served"
 
 
 def test_an_amount_it_cannot_read_is_skipped_with_the_reason(service: SearchService) -> None:
