@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 import anyio
 from mcp.server.mcpserver import MCPServer
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from agent_gateway.abstention import abstain_mode, understood_by
 from agent_gateway.answer import cards_of, deterministic_answer
@@ -57,6 +57,9 @@ class Product(BaseModel):
     title: str | None
     brand: str | None
     price: float | None
+    display: dict[str, Any] = Field(
+        default_factory=dict, description="the catalog profile's display fields of the product"
+    )
 
 
 class SearchProductsResult(BaseModel):
@@ -76,7 +79,9 @@ class ServiceHolder:
     ``<instance id>-mcp`` (``<host>:<pid>:<random>-mcp`` by default, one chain per process),
     since this is a separate writer from the HTTP API; ``close`` writes its shutdown checkpoint."""
 
-    def __init__(self, clock: Clock, at: datetime | None = None) -> None:
+    def __init__(self, clock: Clock, at: datetime | None = None, catalog: str | None = None) -> None:
+        self.catalog = catalog
+        """the named catalog to search (``--catalog``; None: ``GOVSEARCH_CATALOG`` or the default)"""
         self.clock = clock
         """each tool call's record time, and its instant unless ``at`` is given"""
         self.at = at
@@ -91,7 +96,7 @@ class ServiceHolder:
     def get(self) -> SearchService:
         with self._lock:
             if self._service is None:
-                settings = load_settings()
+                settings = load_settings(catalog=self.catalog)
                 writer = f"{settings.audit.instance_id or default_writer_id()}-mcp"
                 audit = settings.audit.model_copy(update={"instance_id": writer})
                 engine = connect(settings.engine)
@@ -166,7 +171,7 @@ def search_products_sync(service: SearchService, gateway: GatewaySettings, inten
         policy_set_version=search.policy_set_version,
         total=search.total,
         products=[Product(citation=c.citation, product_id=c.product_id, title=c.title, brand=c.brand,
-                          price=c.price) for c in cards],
+                          price=c.price, display=search.hits[c.citation - 1].display) for c in cards],
         answer=deterministic_answer(verdict.intent, cards, search.total, language_of(verdict.intent),
                                     understood=bool(understood_by(governed.outcome.compiled))).text,
     )
@@ -193,6 +198,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--catalog", metavar="NAME", help="the named catalog to search (default:"
+                        " GOVSEARCH_CATALOG, else the configuration's default)")
     parser.add_argument(
         "--now", help="evaluate every tool call at this ISO instant instead of the wall clock"
         " (previews, tests); records keep their real time",
@@ -207,7 +214,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             "auth.search_requires_key is on, but the MCP tool takes no API key:"
             " serve it over stdio (the agent host's process boundary is its access control)"
         )
-    holder = ServiceHolder(system_clock, at)
+    holder = ServiceHolder(system_clock, at, args.catalog)
     server = build_server(holder)
     try:
         if args.http:

@@ -19,6 +19,11 @@ class AgentQuery(BaseModel):
     user_id: str | None = Field(default=None, pattern=IDENTIFIER)
     cohorts: tuple[Annotated[str, Field(pattern=IDENTIFIER)], ...] = Field(default=(), max_length=10)
     market: str | None = Field(default=None, pattern=r"^[a-z]{2}$")
+    catalog: str | None = Field(
+        default=None, max_length=64,
+        description="the named catalog the query is for, as in POST /v1/search (another than the"
+        " served one: 400 catalog_not_served)",
+    )
 
     @field_validator("cohorts")
     @classmethod

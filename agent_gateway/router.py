@@ -70,6 +70,9 @@ def build_agent_router(service: SearchService, clock: Clock) -> APIRouter:
     @router.post("/v1/agent/query", response_model=AgentResponse,
                  responses={code: {"model": errors.ErrorResponse} for code in (413, 422, 429, 503)})
     async def agent_query(body: AgentQuery, request: Request) -> AgentResponse:
+        from control_plane.api.app import served_catalog  # lazy: the app includes this router
+
+        served_catalog(service, body)
         caller = await caller_of(request)
         client = client_of(request)
         gateway = gateway_of(request, service, clock)

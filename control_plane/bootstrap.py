@@ -47,8 +47,9 @@ def publish_policies(
     from control_plane.lifecycle.workflow import Workflow, policy_files
 
     root = resolve(directory)
-    policy_set = load_policy_set(root)
-    workflow = Workflow(settings, engine, profile_of(settings), clock=clock)
+    profile = profile_of(settings)
+    policy_set = load_policy_set(root, profile)
+    workflow = Workflow(settings, engine, profile, clock=clock)
     version = workflow.bootstrap(
         "operator", policy_set, load_suite(root), env, policy_files(root)
     )
@@ -58,9 +59,10 @@ def publish_policies(
 def directory_service(engine: Engine, settings: Settings, directory: str | Path) -> SearchService:
     """A search service over a policy directory as it is on disk: pinned to the directory's
     own version index (written if missing, immutable like any); no environment moves."""
-    policy_set = load_policy_set(resolve(directory))
+    profile = profile_of(settings)
+    policy_set = load_policy_set(resolve(directory), profile)
     index = policy_store.write_index(engine, settings.policies.index_prefix, policy_set)
-    return SearchService(settings, engine, profile_of(settings), index=index)
+    return SearchService(settings, engine, profile, index=index)
 
 
 def read_personas(path: Path) -> list[dict[str, Any]]:

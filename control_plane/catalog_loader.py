@@ -26,6 +26,9 @@ from control_plane.engine import Engine, EngineError
 from control_plane.policy_store import AliasMoved, point_alias, single_target
 
 BATCH = 500
+#: Part of the index name: a load that stores statistics of another shape (``samples`` since
+#: version 2) builds a new index instead of reusing one with the old statistics.
+STATS_FORMAT = "stats-2"
 CATALOG_AMBIGUOUS = "catalog_ambiguous"
 
 
@@ -84,7 +87,8 @@ def load_catalog(engine: Engine, profile: CatalogProfile, path: Path) -> LoadRep
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     mapping = profile.load_mapping()
     mapping_digest = hashlib.sha256(json.dumps(mapping, sort_keys=True).encode()).hexdigest()
-    index = f"{profile.alias}-{hashlib.sha256((digest + mapping_digest).encode()).hexdigest()[:12]}"
+    content = digest + mapping_digest + STATS_FORMAT
+    index = f"{profile.alias}-{hashlib.sha256(content.encode()).hexdigest()[:12]}"
     stats = category_price_stats(products, profile)
     expected = single_target(engine, profile.alias, CATALOG_AMBIGUOUS)
     if engine.index_exists(index) and _complete(engine, index, len(products)):

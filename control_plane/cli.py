@@ -27,7 +27,7 @@ from control_plane.cli_support import (
     print_json,
     report_load_errors,
 )
-from control_plane.config import Settings, load_settings
+from control_plane.config import Settings, UnknownCatalogError, load_settings
 from control_plane.engine import EngineError
 from control_plane.lifecycle.cli import add_keys_commands, add_policy_actions
 
@@ -168,7 +168,7 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     outcome = service.search(request, now_option(args.now))
     response = search_response("cli", request, outcome, service.profile)
     if args.json:
-        print_json(response.model_dump(exclude_none=True))
+        print_json(response.model_dump(mode="json", exclude_none=True))
     else:
         print(
             f"{response.status} tier={response.tier} total={response.total}"
@@ -176,6 +176,12 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
         )
         for hit in response.hits:
             print(f"  {hit.id:>16}  {hit.price!s:>7}  {hit.title}  [{', '.join(hit.policies)}]")
+            profile = service.profile  # the line above shows its id, price and title fields
+            shown = {
+                k: v for k, v in hit.display.items() if k not in (profile.id, profile.price, profile.title)
+            }
+            if shown:
+                print(" " * 20 + "  ".join(f"{k}={v}" for k, v in shown.items()))
     return EXIT_OK if response.status == "ok" else EXIT_FINDINGS
 
 
@@ -191,6 +197,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_OK
     if args.config:  # the workers read their settings again, from the same file
         os.environ["GOVSEARCH_CONFIG"] = str(Path(args.config).resolve())
+    os.environ["GOVSEARCH_CATALOG"] = settings.selected_catalog  # ... for the same catalog
     uvicorn.run("control_plane.api.worker:build", factory=True, workers=workers, host=host, port=port,
                 log_level="info")
     return EXIT_OK
@@ -206,10 +213,10 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_policy_check(args: argparse.Namespace, settings: Settings) -> int:
     """The policies and the tests of a directory: every problem of both, in one run."""
-    from control_plane.bootstrap import resolve
+    from control_plane.bootstrap import profile_of, resolve
     from control_plane.lifecycle.suite import load_directory
 
-    policy_set, suite = load_directory(resolve(args.dir or settings.policies.dir))
+    policy_set, suite = load_directory(resolve(args.dir or settings.policies.dir), profile_of(settings))
     print(
         f"{len(policy_set.policies)} policies, {len(suite.cases)} test cases,"
         f" version {policy_set.version}"
@@ -309,6 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Deterministic policy control plane for Elasticsearch and OpenSearch.",
     )
     parser.add_argument("--config", help="configuration file (default: ./govsearch.yaml)")
+    parser.add_argument("--catalog", metavar="NAME", help=CATALOG_HELP)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     engine = commands.add_parser("engine", help="manage the embedded local OpenSearch node(s)")
@@ -352,7 +360,26 @@ def build_parser() -> argparse.ArgumentParser:
     add_search_commands(commands)
     add_audit_commands(commands)
     add_keys_commands(commands)
+    _add_catalog_option(parser)
     return parser
+
+
+CATALOG_HELP = (
+    "the named catalog of the configuration's 'catalogs' to use (its profile, products and"
+    " policies; default: GOVSEARCH_CATALOG, else 'default_catalog', else the 'catalog' section)"
+)
+
+
+def _add_catalog_option(parser: argparse.ArgumentParser) -> None:
+    """``--catalog NAME`` on every command, before or after the command's name."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                if not any("--catalog" in a.option_strings for a in sub._actions):
+                    sub.add_argument(
+                        "--catalog", metavar="NAME", default=argparse.SUPPRESS, help=CATALOG_HELP
+                    )
+                _add_catalog_option(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -361,7 +388,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        settings = load_settings(args.config)
+        settings = load_settings(args.config, catalog=args.catalog)
         run: Command = args.run
         return run(args, settings)
     except Exception as error:  # known failures become a line and a status; bugs still raise
@@ -387,7 +414,7 @@ def _failure(error: Exception) -> int | None:
     if isinstance(error, Refused):
         print(f"govsearch: refused ({error.code}): {error.message}", file=sys.stderr)
         return EXIT_REFUSED
-    if isinstance(error, FileNotFoundError):
+    if isinstance(error, FileNotFoundError | UnknownCatalogError):
         print(f"govsearch: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     if isinstance(error, ValueError | yaml.YAMLError):

@@ -219,6 +219,7 @@ from control_plane.composer_captures import bind
 from control_plane.composer_fields import apply
 from control_plane.composer_price import StatsLike, finish_price
 from control_plane.composer_state import Actor, State
+from control_plane.money import MoneyNotation
 from control_plane.plan import (
     AppliedStep,
     CaptureMapping,
@@ -242,9 +243,12 @@ class ComposeContext:
 
     cohorts: tuple[str, ...] = ()
     market: str | None = None
-    category_field: str = "categories"
+    category_field: str = field(kw_only=True)
+    """the profile's category path field (what category constraints filter)"""
     price_stats: Mapping[str, StatsLike] = field(default_factory=dict)
     """category name -> its price statistics, plus ``"_all"``"""
+    money: MoneyNotation | None = None
+    """how the catalog's amounts are written (the profile's ``money``; None: built-in)"""
 
 
 @dataclass(frozen=True)
@@ -279,7 +283,8 @@ def compose(
             skipped.append(skip)
             continue
         binding = bind(
-            policy, turn.match.captures, vocabularies, context.market, index.rule_captures[policy.id]
+            policy, turn.match.captures, vocabularies, context.market, index.rule_captures[policy.id],
+            money=context.money,
         )
         captures.extend(binding.mappings)
         if binding.problem is not None:

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from control_plane.money import MoneyNotation, Unreadable, parse_amount
 from control_plane.plan import CapturedText, CaptureMapping, DroppedRule
 from control_plane.policy import (
     CAPTURE,
@@ -108,6 +109,18 @@ def parse_price(text: str) -> float | None:
         return None
 
 
+def read_price(text: str, money: MoneyNotation | None) -> tuple[float | None, str]:
+    """A captured amount in the catalog's notation (:mod:`control_plane.money`), or in the
+    built-in one (:func:`parse_price`) when the profile declares none; else None and why."""
+    if money is None:
+        number = parse_price(text)
+        return number, "" if number is not None else "is not a price"
+    amount = parse_amount(text, money)
+    if isinstance(amount, Unreadable):
+        return None, amount.reason
+    return amount.value, ""
+
+
 def _expand(value: Value, bindings: Mapping[str, tuple[str, ...]]) -> tuple[Value, ...]:
     """``"{item}"`` -> each bound value; placeholders inside a longer text are expanded too."""
     if not isinstance(value, str) or not CAPTURE.search(value):
@@ -146,8 +159,10 @@ def bind(
     vocabularies: Mapping[str, VocabularyIndex],
     market: str | None,
     rule_captures: Sequence[tuple[str, ...]] | None = None,
+    money: MoneyNotation | None = None,
 ) -> Binding:
-    """``rule_captures``: each rule's ``captures``, when already known (the set's lookups)."""
+    """``rule_captures``: each rule's ``captures``, when already known (the set's lookups);
+    ``money``: the catalog's amount notation (None: the built-in one)."""
     if rule_captures is None:
         rule_captures = [rule.captures for rule in policy.rules]
     texts: dict[str, list[str]] = {}
@@ -195,10 +210,10 @@ def bind(
             if isinstance(body, PriceRule):
                 numbers: list[float] = []
                 for text in sources:
-                    number = parse_price(text)
+                    number, why = read_price(text, money)
                     mapping(name, text, None, [] if number is None else [str(number)])
                     if number is None:
-                        return result(Problem("capture_unmapped", f"'{text}' ({{{name}}}) is not a price"))
+                        return result(Problem("capture_unmapped", f"'{text}' ({{{name}}}) {why}"))
                     numbers.append(number)
                 prices[name] = tuple(numbers)
                 continue

@@ -8,7 +8,7 @@ against the final category's statistics and folds every claim into the final bou
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Protocol
 
@@ -35,7 +35,7 @@ def claim_price(state: State, actor: Actor, body: PriceRule) -> State:
         if bound is None:
             continue
         if isinstance(bound, RelativeBound):
-            claims.append(PriceClaim(side, actor, body.strategy, None, bound.percentile))
+            claims.append(PriceClaim(side, actor, body.strategy, None, bound.percentile, bound.of))
         elif isinstance(bound, str):
             raise TypeError(f"price bound {bound!r} of '{actor.id}' reached the cascade unbound")
         else:
@@ -99,7 +99,7 @@ def finish_price(state: State, stats: Mapping[str, StatsLike]) -> State:
     claims: list[PriceClaim] = []
     for claim in state.prices:
         if claim.percentile is not None:
-            value, reason = _percentile(claim.percentile, state.plan.category, stats)
+            value, reason = _percentile(claim, state.plan.category, stats)
             state = state.record(f"price.{claim.side}", "relative", claim.actor, [], reason)
             claim = replace(claim, value=value)
         claims.append(claim)
@@ -116,26 +116,71 @@ def finish_price(state: State, stats: Mapping[str, StatsLike]) -> State:
     return state.with_plan(price=PriceBounds(min=low, max=high))
 
 
-def _percentile(p: int, category: Constraint | None, stats: Mapping[str, StatsLike]) -> tuple[float, str]:
-    """The ``p``-th percentile for the final category, and how it was found."""
+def _percentile(
+    claim: PriceClaim, category: Constraint | None, stats: Mapping[str, StatsLike]
+) -> tuple[float, str]:
+    """The claim's percentile for the final category, and how it was found."""
+    assert claim.percentile is not None
+    p = claim.percentile
     names = [str(v) for v in category.values] if category is not None else []
     if not names:
         value = _stat(p, ALL_CATEGORIES, stats)
         return value, f"p{p} of all categories ('{ALL_CATEGORIES}') = {value}"
     parts: list[tuple[float, str]] = []
+    known: list[StatsLike] = []
     for name in names:
         found = stats.get(name)
         if found is not None and found.count > 0:
             value = _stat(p, name, stats)
             parts.append((value, f"'{name}' = {value}"))
+            known.append(found)
         else:
             value = _stat(p, ALL_CATEGORIES, stats)
             fallback = f"no price statistics for '{name}': '{ALL_CATEGORIES}' used"
             parts.append((value, f"'{name}' = {value} ({fallback})"))
-    best = max(value for value, _ in parts)
+            known.append(stats[ALL_CATEGORIES])
     if len(parts) == 1:
-        return best, f"p{p} of category {parts[0][1]}"
-    return best, f"p{p} = {best}, the highest of " + ", ".join(text for _, text in parts)
+        return parts[0][0], f"p{p} of category {parts[0][1]}"
+    listed = ", ".join(text for _, text in parts)
+    if claim.of == "union":
+        samples = [(s.count, tuple(getattr(s, "samples", ()))) for s in known]
+        if all(found for _, found in samples):
+            value = round(union_percentile(samples, p), 2)
+            return value, f"p{p} of the union of {', '.join(repr(n) for n in names)} = {value}"
+        best = max(value for value, _ in parts)
+        return best, (
+            f"p{p} = {best}, the highest of {listed} (of: union, but the statistics keep no"
+            " price samples: reload the catalog)"
+        )
+    if claim.of == "each" and claim.side == "max":
+        value = min(value for value, _ in parts)
+        return value, f"p{p} = {value}, the lowest of {listed} (of: each)"
+    value = max(value for value, _ in parts)
+    return value, f"p{p} = {value}, the highest of {listed} (of: {claim.of})"
+
+
+def union_percentile(parts: Iterable[tuple[int, tuple[float, ...]]], p: float) -> float:
+    """The p-th percentile (type 7) of the union of several categories' prices, each given
+    as (count, samples): a sample stands for count / len(samples) prices, so the result is
+    exact when every category kept all its prices. A product in two of the categories
+    counts twice."""
+    weighted = sorted(
+        (price, count / len(samples)) for count, samples in parts if samples for price in samples
+    )
+    if not weighted:
+        raise ValueError("no samples")
+    total = math.fsum(weight for _, weight in weighted)
+    rank = (total - 1) * p / 100
+    start = 0.0
+    for index, (price, weight) in enumerate(weighted):
+        last = start + weight - 1  # the last virtual position this sample stands for
+        if rank <= last or index == len(weighted) - 1:
+            return price
+        if rank < start + weight:
+            following = weighted[index + 1][0]
+            return price + (rank - last) * (following - price)
+        start += weight
+    return weighted[-1][0]
 
 
 def _stat(p: int, name: str, stats: Mapping[str, StatsLike]) -> float:

@@ -50,6 +50,8 @@ class PriceClaim:
     strategy: Literal["most_restrictive", "override"]
     value: float | None
     percentile: int | None = None
+    of: Literal["union", "each", "max"] = "union"
+    """several resolved categories: which percentile (``RelativeBound.of``)"""
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 EngineKind = Literal["auto", "opensearch", "elasticsearch"]
 
@@ -40,7 +40,14 @@ class EngineSettings(Section):
 
 class CatalogSettings(Section):
     profile: str = "mappings/catalog.profile.yaml"
+    """the catalog profile YAML (field roles, money, display; it names the mapping)"""
     file: str = "data/catalog.ndjson"
+    """the products, one JSON object per line (``load-catalog``, ``demo``)"""
+    policies_dir: str | None = None
+    """this catalog's policy directory; None: ``policies.dir``"""
+    policies_index_prefix: str | None = None
+    """this catalog's policy indices and workflow state; None: ``policies.index_prefix``
+    for the ``catalog`` section, ``<policies.index_prefix>-<name>`` for a named catalog"""
 
 
 class PolicySettings(Section):
@@ -121,9 +128,25 @@ class TelemetrySettings(Section):
     service_name: str = "govsearch"
 
 
+class UnknownCatalogError(ValueError):
+    """A catalog name the configuration's ``catalogs`` does not declare."""
+
+
 class Settings(Section):
     engine: EngineSettings = EngineSettings()
     catalog: CatalogSettings = CatalogSettings()
+    """the catalog the commands use: the section itself, or the selected named catalog"""
+    catalogs: dict[str, CatalogSettings] = Field(default_factory=dict)
+    """named catalogs (name -> profile, file, policies); ``--catalog NAME`` selects one"""
+    default_catalog: str | None = None
+    """the named catalog used without ``--catalog`` (``GOVSEARCH_CATALOG``); None: the
+    ``catalog`` section"""
+    _selected: str = PrivateAttr(default="default")
+
+    @property
+    def selected_catalog(self) -> str:
+        """The name of the catalog in use (:meth:`select`; ``default``: the ``catalog`` section)."""
+        return self._selected
     policies: PolicySettings = PolicySettings()
     search: SearchSettings = SearchSettings()
     api: ApiSettings = ApiSettings()
@@ -131,6 +154,33 @@ class Settings(Section):
     llm: LlmSettings = LlmSettings()
     audit: AuditSettings = AuditSettings()
     telemetry: TelemetrySettings = TelemetrySettings()
+
+    def catalog_names(self) -> list[str]:
+        return sorted(self.catalogs)
+
+    def select(self, name: str | None) -> Settings:
+        """These settings with ``catalog`` and ``policies`` set to the named catalog's; None:
+        ``default_catalog``, else unchanged; ``default`` (unless ``catalogs`` declares one):
+        the ``catalog`` section. Raises :class:`UnknownCatalogError` for an unknown name."""
+        name = name or self.default_catalog
+        if name is None or name == self.selected_catalog:
+            return self
+        if name == "default" and name not in self.catalogs:
+            return self._named(self.model_copy(), name)
+        if name not in self.catalogs:
+            known = ", ".join(self.catalog_names()) or "none configured"
+            raise UnknownCatalogError(f"unknown catalog {name!r} (known: {known})")
+        chosen = self.catalogs[name]
+        policies = self.policies.model_copy(update={
+            "dir": chosen.policies_dir or self.policies.dir,
+            "index_prefix": chosen.policies_index_prefix or f"{self.policies.index_prefix}-{name}",
+        })
+        return self._named(self.model_copy(update={"catalog": chosen, "policies": policies}), name)
+
+    @staticmethod
+    def _named(settings: Settings, name: str) -> Settings:
+        settings._selected = name
+        return settings
 
     def request_deadline_s(self) -> float:
         """``api.request_deadline_s``, or a little above the per-call engine timeout."""
@@ -143,6 +193,7 @@ ENV_OVERRIDES: dict[str, tuple[str, str]] = {
     "GOVSEARCH_ENGINE_KIND": ("engine", "kind"),
     "GOVSEARCH_ENGINE_TIMEOUT": ("engine", "timeout_s"),
     "GOVSEARCH_CATALOG_PROFILE": ("catalog", "profile"),
+    "GOVSEARCH_CATALOG_FILE": ("catalog", "file"),
     "GOVSEARCH_POLICIES_DIR": ("policies", "dir"),
     "GOVSEARCH_POLICIES_INDEX_PREFIX": ("policies", "index_prefix"),
     "GOVSEARCH_MIN_HITS": ("search", "min_hits"),
@@ -168,9 +219,20 @@ ENV_OVERRIDES: dict[str, tuple[str, str]] = {
 }
 
 
+#: environment variables read besides :data:`ENV_OVERRIDES`: name -> what it does
+ENV_OTHER: dict[str, str] = {
+    "GOVSEARCH_CONFIG": "the configuration file (like ``--config``)",
+    "GOVSEARCH_CATALOG": "the named catalog to use (like ``--catalog``; ``default_catalog``)",
+}
+
+
 def load_settings(
-    path: str | Path | None = None, environ: dict[str, str] | None = None
+    path: str | Path | None = None,
+    environ: dict[str, str] | None = None,
+    catalog: str | None = None,
 ) -> Settings:
+    """The settings of ``path`` (module docstring) with the environment's overrides, for
+    ``catalog`` (a name of ``catalogs``), else ``GOVSEARCH_CATALOG``, else ``default_catalog``."""
     environ = dict(os.environ if environ is None else environ)
     candidate = path or environ.get("GOVSEARCH_CONFIG") or "govsearch.yaml"
     data: dict[str, Any] = {}
@@ -185,7 +247,8 @@ def load_settings(
     for variable, (section, key) in ENV_OVERRIDES.items():
         if environ.get(variable):
             data.setdefault(section, {})[key] = environ[variable]
-    return Settings.model_validate(data)
+    settings = Settings.model_validate(data)
+    return settings.select(catalog or environ.get("GOVSEARCH_CATALOG") or None)
 
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent

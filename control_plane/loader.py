@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -66,9 +66,22 @@ M = TypeVar("M", bound=BaseModel)
 PYDANTIC_CODES = {"missing": "missing_field", "extra_forbidden": "unknown_field"}
 
 
-def load_policy_set(directory: Path | str) -> PolicySet:
+class FieldRoles(Protocol):
+    """The catalog fields that category and price rules constrain (a
+    :class:`~control_plane.catalog.profile.CatalogProfile` is one)."""
+
+    @property
+    def category(self) -> str: ...
+
+    @property
+    def price(self) -> str: ...
+
+
+def load_policy_set(directory: Path | str, roles: FieldRoles | None = None) -> PolicySet:
     """Load, validate and freeze the policy directory, or raise :class:`PolicyLoadError`
-    with every error found (never a half-loaded set)."""
+    with every error found (never a half-loaded set). ``roles`` (the catalog profile) names
+    the fields category and price rules touch, for governance; without it those two rule
+    kinds are not checked against ``filterable_fields`` (no catalog is known)."""
     root = Path(directory)
     if not root.is_dir():
         raise PolicyLoadError([
@@ -81,7 +94,7 @@ def load_policy_set(directory: Path | str) -> PolicySet:
         policies = reading.policies()
         for violation in check_policy_set(
             [p for p, _ in policies], [v for v, _ in vocabularies], governance,
-            broken_vocabularies=reading.broken_vocabularies,
+            broken_vocabularies=reading.broken_vocabularies, roles=roles,
         ):
             sources = policies if violation.subject == "policy" else vocabularies
             reading.errors.append(sources[violation.index][1].error(violation))
@@ -113,11 +126,12 @@ def policy_locations(directory: Path | str) -> dict[str, str]:
 
 
 def build_policy_set(
-    policies: Sequence[Policy], vocabularies: Sequence[Vocabulary], governance: Governance
+    policies: Sequence[Policy], vocabularies: Sequence[Vocabulary], governance: Governance,
+    roles: FieldRoles | None = None,
 ) -> PolicySet:
     """Freeze already validated models (e.g. from the API) after the same cross-checks as
     the loader. Errors name ``policy:<id>`` or ``vocabulary:<name>`` instead of a file."""
-    violations = check_policy_set(policies, vocabularies, governance)
+    violations = check_policy_set(policies, vocabularies, governance, roles=roles)
     if violations:
         errors = []
         for violation in violations:
@@ -186,6 +200,7 @@ def check_policy_set(
     governance: Governance | None,
     *,
     broken_vocabularies: frozenset[str] = frozenset(),
+    roles: FieldRoles | None = None,
 ) -> list[Violation]:
     """What makes valid models an invalid set: duplicate ids and vocabulary names, rules
     naming an unknown vocabulary and, when ``governance`` is given, governance breaches.
@@ -210,7 +225,7 @@ def check_policy_set(
     for index, policy in enumerate(policies):
         found += _vocabulary_violations(policy, index, known)
         if governance is not None:
-            found += _governance_violations(policy, index, governance)
+            found += _governance_violations(policy, index, governance, roles)
     return found
 
 
@@ -227,12 +242,14 @@ def _vocabulary_violations(policy: Policy, index: int, known: set[str]) -> Itera
             )
 
 
-def _governance_violations(policy: Policy, index: int, rules: Governance) -> Iterator[Violation]:
+def _governance_violations(
+    policy: Policy, index: int, rules: Governance, roles: FieldRoles | None = None
+) -> Iterator[Violation]:
     pins = sponsored = 0
     for number, rule in enumerate(policy.rules):
         at: Loc = ("rules", number, rule.kind)
         body = rule.body
-        for field, loc, allowed, verb in _touched_fields(body, at, rules):
+        for field, loc, allowed, verb in _touched_fields(body, at, rules, roles):
             if field in rules.protected_fields and policy.kind != "guard":
                 yield Violation(
                     "governance_protected",
@@ -273,11 +290,11 @@ def _governance_violations(policy: Policy, index: int, rules: Governance) -> Ite
 
 
 def _touched_fields(
-    body: RuleBody, at: Loc, rules: Governance
+    body: RuleBody, at: Loc, rules: Governance, roles: FieldRoles | None
 ) -> Iterator[tuple[str, Loc, tuple[str, ...], str]]:
     """(field, location, the fields governance allows, verb) for each field a rule touches.
-    A category rule touches ``categories`` (allowed when ``category`` or ``categories``
-    is filterable), a price rule ``price``."""
+    A category rule touches the profile's category field, a price rule its price field
+    (neither when no profile is given)."""
     if isinstance(body, FilterRule):
         yield body.field, (*at, "field"), rules.filterable_fields, "filter on"
     elif isinstance(body, ExcludeRule):
@@ -286,13 +303,10 @@ def _touched_fields(
         yield body.field, (*at, "field"), rules.boostable_fields, "boost"
     elif isinstance(body, BuryRule):
         yield body.field, (*at, "field"), rules.boostable_fields, "bury"
-    elif isinstance(body, CategoryRule):
-        allowed = rules.filterable_fields
-        if "category" in allowed:
-            allowed = (*allowed, "categories")
-        yield "categories", at, allowed, "constrain"
-    elif isinstance(body, PriceRule):
-        yield "price", at, rules.filterable_fields, "constrain"
+    elif isinstance(body, CategoryRule) and roles is not None:
+        yield roles.category, at, rules.filterable_fields, "constrain"
+    elif isinstance(body, PriceRule) and roles is not None:
+        yield roles.price, at, rules.filterable_fields, "constrain"
 
 
 # --- reading files --------------------------------------------------------------------

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -93,15 +94,19 @@ CAPTURE_STOPS = frozenset(
         "par",
     ]
 )
-#: signs that belong to an amount ("$10", "10€", "5%")
-_AMOUNT_SIGNS = "$€£¥%"
+#: signs that belong to an amount ("$10", "10€", "₹500", "5%"): every Unicode currency sign
+_AMOUNT_SIGNS = "%" + "".join(
+    sign for sign in map(chr, range(0x20A0, 0x20C1)) if unicodedata.category(sign) == "Sc"
+) + "$£¥¢"
 #: a word: letters, digits and amount signs, with inner apostrophes or hyphens and, between
-#: digits, decimal or thousands separators ("l'huile", "10.50", "1,000", "$10", "10€");
+#: digits, decimal or thousands separators ("l'huile", "10.50", "1,000", "$10", "10€"), and
+#: the dot of an abbreviation of up to three letters before a number ("rs. 500");
 #: combining accents stay inside a word; any other non-space character is punctuation and
 #: ends a capture
 _WORD = re.compile(
     rf"(?:[^\W_]|[{_AMOUNT_SIGNS}])"
-    rf"(?:[^\W_]|[{_AMOUNT_SIGNS}\u0300-\u036f]|['\u2019-](?=[^\W_])|(?<=\d)[.,](?=\d))*|\S"
+    rf"(?:[^\W_]|[{_AMOUNT_SIGNS}\u0300-\u036f]|['\u2019-](?=[^\W_])|(?<=\d)[.,](?=\d)"
+    rf"|(?:(?<=\b[^\W\d_])|(?<=\b[^\W\d_]{{2}})|(?<=\b[^\W\d_]{{3}}))\.(?=\s*\d))*|\S"
 )
 #: quotes that may open a capture: 'sans "arachide"' captures arachide
 _OPENING_QUOTES = frozenset("\"'\u201c\u2018\u00ab\u201e")

@@ -30,8 +30,10 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SerializerFunctionWrapHandler,
     ValidationError,
     field_validator,
+    model_serializer,
     model_validator,
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
@@ -264,9 +266,21 @@ class ExcludeRule(Frozen):
 
 
 class RelativeBound(Frozen):
-    """A price bound relative to the resolved category's price distribution."""
+    """A price bound relative to the resolved category's price distribution. With several
+    resolved categories, ``of`` says which percentile: ``union`` (the default) of all their
+    prices together, ``each`` the one that holds for each category (the lowest for a
+    ceiling, the highest for a floor), ``max`` the highest of the per-category ones."""
 
     percentile: int = Field(ge=5, le=95, multiple_of=5)
+    of: Literal["union", "each", "max"] = "union"
+
+    @model_serializer(mode="wrap")
+    def _without_default_of(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """The default ``of`` is left out, so sets written before it existed keep their version."""
+        data = handler(self)
+        if isinstance(data, dict) and data.get("of") == "union":
+            data.pop("of")
+        return data
 
 
 PriceBound = float | RelativeBound | str

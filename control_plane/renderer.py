@@ -424,7 +424,7 @@ def _economics(query: dict[str, Any], plan: Plan, profile: CatalogProfile) -> di
             ("margin", profile.margin, plan.margin_weight, profile.margin_scale),
             ("popularity", profile.popularity, plan.popularity_weight, profile.popularity_scale),
         )
-        if weight.value != 0
+        if weight.value != 0 and field is not None  # a catalog without the role: no signal
     ]
     if not signals:
         return query

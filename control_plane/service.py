@@ -315,6 +315,7 @@ class SearchService:
             market=request.market,
             category_field=self.profile.category,
             price_stats=self.catalog.stats(),
+            money=self.profile.money,
         )
 
     def render(self, compiled: Compiled, request: SearchRequest, tier: Tier) -> dict[str, Any]:

@@ -42,6 +42,7 @@ def search_response(
             score=hit.score,
             sponsored=bool(hit.sponsored_by),
             policies=list(hit.policies),
+            display={name: hit.source[name] for name in profile.display if name in hit.source},
         )
         for hit in execution.hits
     ]
@@ -59,6 +60,17 @@ def search_response(
         if request.explain
         else None,
     )
+
+
+def served_catalog(service: SearchService, body: Any) -> None:
+    """400 ``catalog_not_served`` when the request names a catalog this process does not serve."""
+    served = service.settings.selected_catalog
+    if body.catalog is not None and body.catalog != served:
+        raise errors.ApiError(
+            400, "catalog_not_served",
+            f"this server serves catalog {served!r}, not {body.catalog!r}",
+            [{"field": "catalog", "served": served}],
+        )
 
 
 def create_app(service: SearchService, *, clock: Clock) -> FastAPI:
@@ -88,6 +100,7 @@ def create_app(service: SearchService, *, clock: Clock) -> FastAPI:
 
     @app.post("/v1/search", response_model=SearchResponse, tags=["search"], dependencies=search_key)
     async def search(body: SearchBody, request: Request) -> SearchResponse:
+        served_catalog(service, body)
         if body.now is not None:
             await require_preview(request)
         if body.explain:
@@ -98,6 +111,7 @@ def create_app(service: SearchService, *, clock: Clock) -> FastAPI:
 
     @app.post("/v1/compile", response_model=CompileResponse, tags=["search"], dependencies=search_key)
     async def compile_(body: SearchBody, request: Request) -> CompileResponse:
+        served_catalog(service, body)
         if body.now is not None:
             await require_preview(request)
         await require_internals(request, "/v1/compile")

@@ -39,8 +39,11 @@ SECURITY_SCHEMES = {
 KEY: list[dict[str, list[str]]] = [{BEARER: []}, {HEADER_KEY: []}]
 #: routes that call no engine (no 503)
 NO_ENGINE = {("GET", "/healthz"), ("GET", "/metrics")}
+#: routes whose body may name a catalog (400 ``catalog_not_served``)
+NAMES_A_CATALOG = {("POST", "/v1/search"), ("POST", "/v1/compile"), ("POST", "/v1/agent/query")}
 REASONS = {
-    400: "a parameter is malformed (e.g. not an ISO 8601 time)",
+    400: "a parameter is malformed (e.g. not an ISO 8601 time), or the body names a catalog"
+    " this process does not serve (catalog_not_served)",
     401: "no API key, or an unknown or revoked one",
     403: "the key lacks the role this needs",
     404: "what the path names does not exist",
@@ -86,7 +89,7 @@ def _errors(route: Any, method: str, key: str | None) -> set[int]:
     )
     if has_params:
         codes.add(422)
-    if dependant.query_params:
+    if dependant.query_params or (method, route.path) in NAMES_A_CATALOG:
         codes.add(400)
     if dependant.body_params:
         codes.add(413)

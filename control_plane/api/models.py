@@ -32,6 +32,17 @@ class SearchBody(SearchRequest):
     """``POST /v1/search`` and ``/v1/compile``: a search request, optionally previewed at
     another instant."""
 
+    catalog: str | None = Field(
+        default=None,
+        max_length=64,
+        description=(
+            "The named catalog the request is for (the configuration's `catalogs`; `default`"
+            " for its `catalog` section). A process serves one catalog (`govsearch serve"
+            " --catalog NAME`): another name is refused with 400 catalog_not_served, so a"
+            " request never searches another catalog's products. Omitted: the served one."
+        ),
+    )
+
     now: RequestInstant | None = Field(
         default=None,
         description=(
@@ -50,6 +61,13 @@ class HitOut(BaseModel):
     score: float | None
     sponsored: bool
     policies: list[str]
+    display: dict[str, Any] = Field(
+        default_factory=dict,
+        description=(
+            "The catalog profile's `display` fields of the product, field name -> value as"
+            " stored (e.g. currency, colour, image, url); a field the product lacks is absent"
+        ),
+    )
 
 
 class SearchResponse(BaseModel):

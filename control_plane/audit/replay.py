@@ -87,6 +87,7 @@ def run(service: SearchService, record: dict[str, Any], live: policy_store.LiveP
         market=params.get("market"),
         category_field=service.profile.category,
         price_stats=service.catalog.stats(),
+        money=service.profile.money,
     )
     return Replayed(live.policy_set.version, compose(live.policy_set, intent, matches, context))
 

@@ -20,6 +20,8 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from control_plane.money import MoneyNotation
+
 FieldName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")]
 
 NUMERIC_TYPES = frozenset({
@@ -44,6 +46,17 @@ ROLE_TYPES: dict[str, frozenset[str]] = {
     "language": frozenset({"keyword"}),
     "facets.category": frozenset({"keyword"}),
     "facets.brand": frozenset({"keyword"}),
+}
+
+#: Roles a catalog may lack, and what it does without them (``govsearch policy lint`` says so).
+OPTIONAL_ROLES: dict[str, str] = {
+    "category_leaf": "the most specific category of a product is not known",
+    "margin": "no margin signal: economics ignores margin weights",
+    "popularity": "no popularity signal: economics ignores popularity weights",
+    "availability": "no in-stock guard is possible",
+    "visibility": "no visible-only guard is possible",
+    "market": "no market guard is possible",
+    "language": "products carry no language",
 }
 
 
@@ -84,21 +97,30 @@ class CatalogProfile(_Frozen):
     price: FieldName
     category: FieldName
     """the full category path, general to specific (category constraints, statistics)"""
-    category_leaf: FieldName
+    category_leaf: FieldName | None = None
+    """optional: the most specific category"""
     brand: FieldName
-    margin: FieldName
-    popularity: FieldName
+    margin: FieldName | None = None
+    """optional: without it, economics has no margin signal"""
+    popularity: FieldName | None = None
+    """optional: without it, economics has no popularity signal"""
     margin_scale: float = Field(default=1.0, gt=0)
     """the margin value that counts as 'full' (economics divides by it)"""
     popularity_scale: float = Field(default=1.0, gt=0)
     """the popularity value that counts as 'full' (e.g. 1000 for a 0..1000 field)"""
-    availability: FieldName
-    visibility: FieldName
-    market: FieldName
+    availability: FieldName | None = None
+    """optional: the in-stock flag (a guard policy filters on it)"""
+    visibility: FieldName | None = None
+    """optional: the published flag (a guard policy filters on it)"""
+    market: FieldName | None = None
+    """optional: the market code (the market guard filters on it)"""
     language: FieldName | None = None
     facets: Facets
     display: tuple[FieldName, ...] = Field(min_length=1)
     """the fields returned in each hit"""
+    money: MoneyNotation | None = None
+    """the currency of ``price`` and how shoppers write amounts (None: the built-in notation,
+    $ € £ ¥ and their words, either decimal separator)"""
 
     @field_validator("fulltext")
     @classmethod
@@ -114,6 +136,10 @@ class CatalogProfile(_Frozen):
         if len(set(value)) != len(value):
             raise ValueError("a display field is listed twice")
         return value
+
+    def absent_roles(self) -> list[tuple[str, str]]:
+        """(role, what is missing without it) for each optional role the profile leaves out."""
+        return [(role, OPTIONAL_ROLES[role]) for role in OPTIONAL_ROLES if getattr(self, role) is None]
 
     def load_mapping(self) -> dict[str, Any]:
         """The ``indices.create`` body: ``{"settings": ..., "mappings": ...}``."""

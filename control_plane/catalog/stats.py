@@ -27,6 +27,8 @@ from control_plane.catalog.profile import CatalogProfile
 ALL = "_all"
 #: The percentiles stored for each category.
 PERCENTILES: tuple[int, ...] = tuple(range(5, 100, 5))
+#: The most prices a category keeps as samples.
+SAMPLE_CAP = 200
 
 
 class CategoryStats(BaseModel):
@@ -40,6 +42,9 @@ class CategoryStats(BaseModel):
     mean: float
     percentiles: dict[int, float]
     """p -> price, for every p in :data:`PERCENTILES`"""
+    samples: tuple[float, ...] = ()
+    """sorted prices, all of them or :data:`SAMPLE_CAP` evenly spaced ones (empty in
+    statistics stored before samples were: union percentiles then fall back)"""
 
     def percentile(self, p: int) -> float:
         """The p-th percentile; p is 0 (min), 100 (max) or a multiple of 5 in between."""
@@ -74,7 +79,15 @@ def describe(prices: Iterable[float]) -> CategoryStats:
         max=round(ordered[-1], 2),
         mean=round(math.fsum(ordered) / len(ordered), 2),
         percentiles={p: round(percentile_of_sorted(ordered, p), 2) for p in PERCENTILES},
+        samples=tuple(round(v, 2) for v in _thinned(ordered)),
     )
+
+
+def _thinned(ordered: list[float]) -> list[float]:
+    if len(ordered) <= SAMPLE_CAP:
+        return ordered
+    last = len(ordered) - 1
+    return [ordered[round(i * last / (SAMPLE_CAP - 1))] for i in range(SAMPLE_CAP)]
 
 
 def category_price_stats(

@@ -10,7 +10,6 @@ history (test and diff write the directory's immutable version index, as any pub
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from datetime import timedelta
@@ -124,13 +123,13 @@ def cmd_lint(args: argparse.Namespace, settings: Settings) -> int:
         from control_plane.loader import policy_locations
 
         directory = project_path(args.dir or settings.policies.dir)
-        mapping = json.loads(project_path("mappings/catalog.json").read_text(encoding="utf-8"))
-        policy_set, suite = load_directory(directory)  # a directory that does not load: exit 3
+        profile = profile_of(settings)  # the configured catalog's profile names its mapping
+        policy_set, suite = load_directory(directory, profile)  # does not load: exit 3
         findings = lint.lint(
-            policy_set, mapping_fields=lint.mapping_fields_of(mapping), now=now_option(args.now),
-            locations=policy_locations(directory),
+            policy_set, mapping_fields=lint.mapping_fields_of(profile.load_mapping()),
+            now=now_option(args.now), locations=policy_locations(directory),
             tested_policy_ids=None if args.no_tests else suite.policy_ids(),
-            profile=profile_of(settings), cases=suite.cases, horizon=horizon,
+            profile=profile, cases=suite.cases, horizon=horizon,
         )
     if args.json:
         print_json({"findings": [f.as_json() for f in findings]})

@@ -62,6 +62,8 @@ code                       severity  meaning
                                      day it runs (at the case's ``file:line``; see
                                      :mod:`control_plane.lifecycle.lint_cases`)
 ``disabled_policy``        info      ``enabled: false``: the policy never fires
+``absent_role``            info      the catalog profile leaves out an optional role (no
+                                     margin: no margin signal; no visibility: no guard)
 =========================  ========  ===================================================
 
 An active window whose ``until`` is not after its ``from`` never reaches a policy set: the
@@ -153,7 +155,8 @@ def lint(
 
     where = Where(locations or {})
     category_field = profile.category if profile is not None else None
-    found = list(_governance(policy_set, where))
+    found = list(_governance(policy_set, where, profile))
+    found += _absent_roles(profile)
     for policy in policy_set.policies:
         found += _reachability(policy, now, where)
         found += _own_constraints(policy, category_field, where)
@@ -192,7 +195,7 @@ def lint_directory(
     (the loader's codes, at ``file:line``); otherwise :func:`lint` with every policy
     located at its file. ``mapping`` is an index mapping body (None skips field checks)."""
     try:
-        policy_set = load_policy_set(directory)
+        policy_set = load_policy_set(directory, profile)
     except PolicyLoadError as exc:
         return sorted((_load_finding(error) for error in exc.errors), key=_order)
     return lint(
@@ -242,10 +245,21 @@ def _order(finding: Finding) -> tuple[int, str, int, str, str, str]:
 # --- governance (sets that did not come through the loader) --------------------------------
 
 
-def _governance(policy_set: PolicySet, where: Where) -> Iterator[Finding]:
+def _absent_roles(profile: CatalogProfile | None) -> Iterator[Finding]:
+    """An info finding per optional role the catalog profile leaves out."""
+    for role, consequence in profile.absent_roles() if profile is not None else ():
+        message = f"the profile has no {role} field: {consequence}"
+        yield Finding("absent_role", "info", None, f"profile:{role}", message)
+
+
+def _governance(
+    policy_set: PolicySet, where: Where, profile: CatalogProfile | None = None
+) -> Iterator[Finding]:
     """The loader's cross-checks again, for sets built or stored elsewhere (none for a set
     :func:`load_policy_set` returned). Findings carry the loader's codes."""
-    violations = check_policy_set(policy_set.policies, policy_set.vocabularies, policy_set.governance)
+    violations = check_policy_set(
+        policy_set.policies, policy_set.vocabularies, policy_set.governance, roles=profile
+    )
     for violation in violations:
         if violation.subject == "policy":
             policy_id = policy_set.policies[violation.index].id

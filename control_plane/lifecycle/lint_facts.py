@@ -49,6 +49,7 @@ LINT_CODES: dict[str, tuple[Severity, str]] = {
         "warning", "a test case that pins no 'now' fires a policy whose active window moves its result",
     ),
     "disabled_policy": ("info", "enabled: false, the policy never fires"),
+    "absent_role": ("info", "the catalog profile leaves out an optional role (no margin: no margin signal)"),
 }
 
 

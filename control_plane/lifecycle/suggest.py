@@ -348,8 +348,9 @@ def catalog_probe(engine: Engine, profile: CatalogProfile) -> Probe:
                 "bool": {
                     "must": [{"multi_match": every_word}],
                     "filter": [
-                        {"term": {profile.availability: True}},
-                        {"term": {profile.visibility: True}},
+                        {"term": {field: True}}
+                        for field in (profile.availability, profile.visibility)
+                        if field is not None
                     ],
                 }
             },

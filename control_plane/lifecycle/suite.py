@@ -86,6 +86,7 @@ from control_plane.loader import (
     PYDANTIC_CODES,
     SUFFIXES,
     TESTS_DIR,
+    FieldRoles,
     Source,
     YamlReading,
     load_policy_set,
@@ -365,7 +366,9 @@ def load_suite(directory: Path | str) -> Suite:
     return Suite(tuple(case for case, _ in located))
 
 
-def load_directory(directory: Path | str) -> tuple[PolicySet, Suite]:
+def load_directory(
+    directory: Path | str, roles: FieldRoles | None = None
+) -> tuple[PolicySet, Suite]:
     """The policy set and the test suite of a policy directory, or one
     :class:`~control_plane.errors.PolicyLoadError` with every problem of both (what
     ``policy check`` and ``policy lint`` report before anything else)."""
@@ -373,7 +376,7 @@ def load_directory(directory: Path | str) -> tuple[PolicySet, Suite]:
     policy_set = suite = None
     with paused_collection():
         try:
-            policy_set = load_policy_set(directory)
+            policy_set = load_policy_set(directory, roles)
         except PolicyLoadError as error:
             problems += error.errors
         try:

@@ -240,7 +240,7 @@ class Workflow:
     ) -> VersionState:
         with self._refusals(principal, "apply", None):
             self._require(principal, "apply", "author")
-        policy_set = load_policy_set(directory)
+        policy_set = load_policy_set(directory, self.profile)
         suite = load_suite(directory)
         version = self._stage(
             principal.name, "apply", policy_set, suite, "staging", reason or str(directory),
@@ -297,7 +297,8 @@ class Workflow:
         if not fresh:
             return None
         policy_set = build_policy_set(
-            [*base.policy_set.policies, *fresh], base.policy_set.vocabularies, base.policy_set.governance
+            [*base.policy_set.policies, *fresh], base.policy_set.vocabularies, base.policy_set.governance,
+            self.profile,
         )
         suite = self._suite(base.suite_sha256)
         version = self._stage(
@@ -468,7 +469,9 @@ class Workflow:
                 )
         policies = [p.model_copy(update={"enabled": False}) if p.id == policy_id else p
                     for p in live.policy_set.policies]
-        policy_set = build_policy_set(policies, live.policy_set.vocabularies, live.policy_set.governance)
+        policy_set = build_policy_set(
+            policies, live.policy_set.vocabularies, live.policy_set.governance, self.profile
+        )
         self._write(policy_set, live.version, self.files_of(live.version))
         self._move_live(
             principal.name, "disable", policy_set.version, reason, live, suite_sha=live.suite_sha256
@@ -631,7 +634,9 @@ class Workflow:
     def _redraft(
         self, principal: Principal, base: Environment, policies: list[Policy], reason: str
     ) -> VersionState:
-        policy_set = build_policy_set(policies, base.policy_set.vocabularies, base.policy_set.governance)
+        policy_set = build_policy_set(
+            policies, base.policy_set.vocabularies, base.policy_set.governance, self.profile
+        )
         suite = self._suite(base.suite_sha256)
         version = self._stage(
             principal.name, "draft", policy_set, suite, "staging", reason, self.files_of(base.version),

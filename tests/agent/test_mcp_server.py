@@ -64,6 +64,9 @@ def test_search_products_over_stdio(engine_url: str, ready: Ready, tmp_path: Pat
     assert not found.is_error and result["status"] == "ok" and result["intent"] == "cheap chocolate"
     assert [p["citation"] for p in result["products"]] == list(range(1, len(result["products"]) + 1))
     assert all(p["price"] is None or p["price"] <= 4.14 + 1e-9 for p in result["products"])
+    # each product carries the profile's display fields, as the API's hits do
+    for product in result["products"]:
+        assert product["display"]["id"] == product["product_id"] and "allergens" in product["display"]
     assert refused.structured_content["status"] == "abstained"
     assert "structure" in refused.structured_content["reason"]
 

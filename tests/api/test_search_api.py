@@ -42,7 +42,10 @@ def test_search_answers_the_documented_shape(client: TestClient) -> None:
     assert {"request_id", "policy_set_version", "status", "tier", "total", "hits", "facets"} <= set(body)
     assert body["status"] == "ok" and body["tier"] == "strict" and len(body["hits"]) == 5
     hit = body["hits"][0]
-    assert set(hit) == {"id", "title", "brand", "price", "score", "sponsored", "policies"}
+    assert set(hit) == {"id", "title", "brand", "price", "score", "sponsored", "policies", "display"}
+    # the demo profile's display fields, as the product stores them
+    assert set(hit["display"]) <= {"id", "title", "brand", "price", "category", "allergens", "labels"}
+    assert hit["display"]["id"] == hit["id"] and hit["display"]["price"] == hit["price"]
     # Guard clauses match every hit; the engine reports them per hit, by policy id.
     assert {"in-stock-only", "visible-only"} <= set(hit["policies"])
     assert {"category", "brand", "price"} <= set(body["facets"])

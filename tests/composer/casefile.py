@@ -55,6 +55,7 @@ class FixedStats:
 
     percentiles: Mapping[int, float]
     count: int = 10
+    samples: tuple[float, ...] = ()
 
     def percentile(self, p: int, /) -> float:
         return self.percentiles[int(p)]
@@ -112,8 +113,9 @@ def match(intent: str, policy_id: str, spec: Any) -> Match:
 def context(data: Mapping[str, Any], stats: Mapping[str, Any]) -> ComposeContext:
     table = {
         name: FixedStats(
-            percentiles={int(k): float(v) for k, v in values.items() if k != "count"},
+            percentiles={int(k): float(v) for k, v in values.items() if k not in ("count", "samples")},
             count=int(values.get("count", 10)),
+            samples=tuple(float(v) for v in values.get("samples", ())),
         )
         for name, values in stats.items()
     }

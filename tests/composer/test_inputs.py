@@ -16,17 +16,17 @@ POLICIES = policy_set(
 def test_two_matches_for_one_policy_are_refused() -> None:
     tea = Match(policy_id="tea", spans=(Span(start=0, end=3, text="tea"),))
     with pytest.raises(ValueError, match="two matches for 'tea'"):
-        compose(POLICIES, "tea", [tea, tea], ComposeContext())
+        compose(POLICIES, "tea", [tea, tea], ComposeContext(category_field="categories"))
 
 
 def test_an_empty_span_is_refused() -> None:
     empty = Match(policy_id="tea", spans=(Span(start=1, end=1, text=""),))
     with pytest.raises(ValueError, match="empty or outside the intent"):
-        compose(POLICIES, "tea", [empty], ComposeContext())
+        compose(POLICIES, "tea", [empty], ComposeContext(category_field="categories"))
 
 
 def test_no_matches_give_the_default_plan() -> None:
-    composition = compose(POLICIES, "  green   tea ", [], ComposeContext())
+    composition = compose(POLICIES, "  green   tea ", [], ComposeContext(category_field="categories"))
     assert composition.plan.residual == "green tea"
     assert composition.plan.applied == ()
     assert composition.explanation.matched == ()

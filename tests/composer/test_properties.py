@@ -63,6 +63,7 @@ def requests(draw: st.DrawFn) -> tuple[PolicySet, str, list[Match], ComposeConte
     context = ComposeContext(
         cohorts=tuple(draw(st.lists(st.sampled_from(["vegan", "pro", "students"]), unique=True))),
         market=draw(st.sampled_from([None, "fr", "de"])),
+        category_field="categories",
         price_stats={"_all": LinearStats(), "Chocolates": LinearStats(count=0)},
     )
     return policies, intent, matches, context
@@ -115,7 +116,7 @@ ALLOWED = {
     "__future__", "typing", "dataclasses", "re", "unicodedata", "math", "collections.abc",
     "decimal", "pydantic", "control_plane.policy", "control_plane.plan",
     "control_plane.composer", "control_plane.composer_captures", "control_plane.composer_fields",
-    "control_plane.composer_price", "control_plane.composer_state",
+    "control_plane.composer_price", "control_plane.composer_state", "control_plane.money",
 }  # fmt: skip
 MODULES = sorted((ROOT / "control_plane").glob("composer*.py"))
 
