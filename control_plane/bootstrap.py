@@ -20,6 +20,7 @@ from control_plane.config import Settings, project_path
 from control_plane.engine import Engine
 from control_plane.loader import load_policy_set
 from control_plane.service import PURCHASES_INDEX, SearchService
+from control_plane.shopper_language import field_types_of
 from control_plane.times import Clock
 
 resolve = project_path
@@ -47,7 +48,7 @@ def publish_policies(
     from control_plane.lifecycle.workflow import Workflow, policy_files
 
     root = resolve(directory)
-    policy_set = load_policy_set(root)
+    policy_set = load_policy_set(root, field_types=field_types_of(profile_of(settings)))
     workflow = Workflow(settings, engine, profile_of(settings), clock=clock)
     version = workflow.bootstrap(
         "operator", policy_set, load_suite(root), env, policy_files(root)
@@ -58,9 +59,10 @@ def publish_policies(
 def directory_service(engine: Engine, settings: Settings, directory: str | Path) -> SearchService:
     """A search service over a policy directory as it is on disk: pinned to the directory's
     own version index (written if missing, immutable like any); no environment moves."""
-    policy_set = load_policy_set(resolve(directory))
+    profile = profile_of(settings)
+    policy_set = load_policy_set(resolve(directory), field_types=field_types_of(profile))
     index = policy_store.write_index(engine, settings.policies.index_prefix, policy_set)
-    return SearchService(settings, engine, profile_of(settings), index=index)
+    return SearchService(settings, engine, profile, index=index)
 
 
 def read_personas(path: Path) -> list[dict[str, Any]]:
