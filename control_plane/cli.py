@@ -206,10 +206,13 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_policy_check(args: argparse.Namespace, settings: Settings) -> int:
     """The policies and the tests of a directory: every problem of both, in one run."""
-    from control_plane.bootstrap import resolve
+    from control_plane.bootstrap import profile_of, resolve
     from control_plane.lifecycle.suite import load_directory
+    from control_plane.shopper_language import field_types_of
 
-    policy_set, suite = load_directory(resolve(args.dir or settings.policies.dir))
+    policy_set, suite = load_directory(
+        resolve(args.dir or settings.policies.dir), field_types=field_types_of(profile_of(settings))
+    )
     print(
         f"{len(policy_set.policies)} policies, {len(suite.cases)} test cases,"
         f" version {policy_set.version}"

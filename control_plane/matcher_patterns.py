@@ -413,6 +413,11 @@ def items_after(
         joints, conjunction, j = _connectors(intent, words, i)
         if not joints:
             break
+        if j == len(words) and limit < len(intent) and conjunction:
+            # "sans gluten et sans sel": the conjunction joins this occurrence to the next
+            function.extend(joints)
+            accepted_items, accepted_function = len(items), len(function)
+            break
         item, more, j = _item(intent, words, j, max_words)
         if item is None:
             break
@@ -456,6 +461,9 @@ def _backward(intent: str, lower: int, end: int, max_words: int) -> tuple[list[t
             break
         seen_conjunction = True
         lookahead = i
+        if lookahead < 0 and lower > 0 and conjunction:
+            function.extend(joints)  # "sugar free and fat free": joins two occurrences
+            break
         if lookahead < 0 or not _is_word(words[lookahead].group()):
             break
         if fold(words[lookahead].group()) in STOPS | ARTICLES:

@@ -125,7 +125,8 @@ def cmd_lint(args: argparse.Namespace, settings: Settings) -> int:
 
         directory = project_path(args.dir or settings.policies.dir)
         mapping = json.loads(project_path("mappings/catalog.json").read_text(encoding="utf-8"))
-        policy_set, suite = load_directory(directory)  # a directory that does not load: exit 3
+        types = lint.mapping_fields_of(mapping)
+        policy_set, suite = load_directory(directory, field_types=types)  # does not load: exit 3
         findings = lint.lint(
             policy_set, mapping_fields=lint.mapping_fields_of(mapping), now=now_option(args.now),
             locations=policy_locations(directory),

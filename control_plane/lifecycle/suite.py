@@ -365,15 +365,18 @@ def load_suite(directory: Path | str) -> Suite:
     return Suite(tuple(case for case, _ in located))
 
 
-def load_directory(directory: Path | str) -> tuple[PolicySet, Suite]:
+def load_directory(
+    directory: Path | str, *, field_types: Mapping[str, str] | None = None
+) -> tuple[PolicySet, Suite]:
     """The policy set and the test suite of a policy directory, or one
     :class:`~control_plane.errors.PolicyLoadError` with every problem of both (what
-    ``policy check`` and ``policy lint`` report before anything else)."""
+    ``policy check`` and ``policy lint`` report before anything else). ``field_types``:
+    the catalog mapping's, so text-field rules are checked and resolved."""
     problems: list[PolicyError] = []
     policy_set = suite = None
     with paused_collection():
         try:
-            policy_set = load_policy_set(directory)
+            policy_set = load_policy_set(directory, field_types=field_types)
         except PolicyLoadError as error:
             problems += error.errors
         try:

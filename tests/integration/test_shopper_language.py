@@ -4,7 +4,8 @@ Every case of ``tests/composer/cases/shopper/language.yaml`` is matched (percola
 published copy of the file's policy set), composed and, when it names ``excluded``,
 searched on the demo catalog: no hit may mention the excluded word, and the same search
 without the exclusions must return one that does (so the exclusion removed something).
-``python -m tests.integration.test_shopper_language`` prints the capture accuracy.
+``GOVSEARCH_ENGINE_URL=... python -m tests.integration.test_shopper_language`` measures the
+capture accuracy (:func:`measure`).
 """
 
 from __future__ import annotations
@@ -75,27 +76,10 @@ def composed(engine: Engine, published: tuple[str, PolicySet], intent: str) -> C
     return compose(frozen, cleaned, found, ComposeContext())
 
 
-def captured(composition: Composition) -> dict[str, list[str]]:
-    """Capture name -> texts, in intent order, from every evaluated policy's matches."""
-    names: dict[str, list[str]] = {}
-    spans = sorted(
-        {(c.span.start, c.name, c.text) for m in _matches(composition) for c in m},
-    )
-    for _, name, text in spans:
-        names.setdefault(name, []).append(text)
-    return names
-
-
-def _matches(composition: Composition) -> list[list[Any]]:
-    return [[c for c in composition.explanation.captures if c.policy_id == p.policy_id]
-            for p in composition.explanation.matched]
-
-
 @pytest.mark.parametrize("case", CASES, ids=[c["intent"] for c in CASES])
 def test_case(engine: Engine, published: tuple[str, PolicySet], case: dict[str, Any]) -> None:
     composition = composed(engine, published, case["intent"])
-    got = {name: texts for name, texts in _by_name(composition).items()}
-    assert got == {k: [str(t) for t in v] for k, v in (case.get("captures") or {}).items()}
+    assert _by_name(composition) == {k: [str(t) for t in v] for k, v in (case.get("captures") or {}).items()}
     assert composition.plan.residual == case["residual"]
     explanation = composition.explanation
     if "applied" in case:
@@ -173,14 +157,35 @@ def test_a_coordinated_negation_requires_neither_item_and_excludes_both(
     assert {v for c in plan.exclusions for v in c.values} == {"strap", "lid"}
 
 
-def accuracy() -> tuple[int, int, list[str]]:
-    """(right, total, the intents marked wrong) over the case file."""
-    wrong = [c["intent"] for c in CASES if "wrong" in c]
-    return len(CASES) - len(wrong), len(CASES), wrong
+def measure(engine: Engine) -> tuple[int, int, list[str]]:
+    """Capture accuracy on the case file, from the engine: (right, total, intents missed).
+    A case is right when what the matcher captures is what a person would (the case's
+    ``wrong.captures`` when it has one, else its ``captures``)."""
+    prefix = f"gstest-shopper-measure-{uuid.uuid4().hex[:8]}"
+    frozen = policy_set()
+    published = (policy_store.publish(engine, prefix, frozen, "live"), frozen)
+    missed = []
+    try:
+        for case in CASES:
+            right = (case.get("wrong") or {}).get("captures", case.get("captures")) or {}
+            got = _by_name(composed(engine, published, case["intent"]))
+            if got != {k: [str(t) for t in v] for k, v in right.items()}:
+                missed.append(case["intent"])
+    finally:
+        for name in engine.list_indices(prefix + "*"):
+            engine.delete_index(name)
+    return len(CASES) - len(missed), len(CASES), missed
 
 
 if __name__ == "__main__":
-    right, total, missed = accuracy()
+    import os
+
+    from control_plane.config import EngineSettings
+    from control_plane.engine import connect
+
+    client = connect(EngineSettings(url=os.environ["GOVSEARCH_ENGINE_URL"], timeout_s=30))
+    right, total, missed = measure(client)
     print(f"capture accuracy: {right}/{total} = {right / total:.1%}")
     for intent in missed:
-        print(f"  wrong: {intent}")
+        why = next(c.get("wrong", {}).get("why", "") for c in CASES if c["intent"] == intent)
+        print(f"  wrong: {intent!r}: {why}")

@@ -196,3 +196,50 @@ def test_an_unless_phrase_cancels_the_cue_inside_it() -> None:
     intent = "without remorse without plastic"
     own = {"without": [(0, 7), (16, 23)], "without remorse": [(0, 7), (8, 15)]}
     assert captures(resolve(p, intent, own, [], {})) == [("item", "plastic")]
+
+
+# --- the CLI: policy check and policy lint -------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["check", "lint"])
+def test_policy_check_and_lint_locate_the_new_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    from control_plane.cli import main
+
+    policy = HEAD + "trigger:\n  pattern: ['(without) {item}', '{item} (free)']\n  unless: [carefree]\n" \
+        "rules:\n  - exclude: {field: text, values: ['{item}'], match: terms}\n" \
+        "---\n" + HEAD.replace("id: p", "id: q") + "trigger: {vocabulary: colours}\n" \
+        "rules:\n  - filter: {field: labels, values: ['{colours}']}\n"
+    root = directory(tmp_path, policy)
+    code = main(["policy", command, str(root)])
+    err = capsys.readouterr().err
+    assert code != 0
+    assert "p.yaml:8:48: match_field_type" in err
+    assert "p.yaml:13:11: unknown_vocabulary" in err
+
+
+def test_a_rendered_text_exclusion_is_an_analysed_phrase_query() -> None:
+    from control_plane.plan import Constraint, Plan
+    from control_plane.renderer import render
+
+    profile = load_profile(ROOT / "mappings" / "catalog.profile.yaml")
+    plan = Plan(
+        residual="chocolate",
+        exclusions=(
+            Constraint(field="allergens", values=("peanuts",), policies=("a",)),
+            Constraint(field="text", values=("dark chocolate", "peanuts"), policies=("b",), match="phrase"),
+        ),
+    )
+    must_not = render(plan, profile, engine="opensearch", tier="strict")["query"]["bool"]["must_not"]
+    assert must_not[0] == {"terms": {"allergens": ["peanuts"], "_name": "exclude:a"}}
+    assert must_not[1] == {"bool": {
+        "should": [
+            {"match_phrase": {"text": {"query": "dark chocolate"}}},
+            {"match_phrase": {"text": {"query": "peanuts"}}},
+        ],
+        "minimum_should_match": 1,
+        "_name": "exclude:b",
+    }}
+    assert "match" not in plan.exclusions[0].model_dump()
+    assert plan.exclusions[1].model_dump()["match"] == "phrase"
