@@ -188,7 +188,9 @@ def resolve(
     extra: list[Span] = []
     captures: list[CapturedText] = []
     for pattern in trigger.patterns:
-        groups = [_group_spans(intent, part.cues, ranges, unless) for part in pattern.parts if part.cues]
+        groups = [
+            _cached_group(cache, intent, part.cues, ranges, unless) for part in pattern.parts if part.cues
+        ]
         key = (pattern.source(), tuple(tuple((s.start, s.end) for s in g) for g in groups), tuple(anchors))
         if key not in cache:
             cache[key] = _occurrences(pattern, intent, groups, anchors)
@@ -210,12 +212,32 @@ def anchors_of(found: Sequence[tuple[Policy, PhraseRanges]], intent: str) -> lis
     """The spans of the first cue group of every pattern of the matched policies: where a
     pattern occurrence may start, so where a capture of another one stops."""
     anchors: dict[tuple[int, int], Span] = {}
+    seen: set[tuple[str, ...]] = set()
     for policy, ranges in found:
         for pattern in policy.trigger.patterns:
             first = next(part for part in pattern.parts if part.cues)
+            if "" not in ranges:  # the same phrase ranges for every policy: once per group
+                if first.cues in seen:
+                    continue
+                seen.add(first.cues)
             for span in _group_spans(intent, first.cues, ranges, []):
                 anchors[(span.start, span.end)] = span
     return [anchors[k] for k in sorted(anchors)]
+
+
+def _cached_group(
+    cache: dict[Any, Any], intent: str, cues: Sequence[str], ranges: PhraseRanges, unless: Sequence[Span]
+) -> list[Span]:
+    """:func:`_group_spans`, once per distinct cue group and unless spans: a phrase's
+    ranges are the same for every policy of one intent (ranges of unknown phrases, the
+    old highlighting path, are per policy and not cached)."""
+    if "" in ranges:
+        return _group_spans(intent, cues, ranges, unless)
+    key = ("group", tuple(cues), tuple((s.start, s.end) for s in unless))
+    if key not in cache:
+        cache[key] = _group_spans(intent, cues, ranges, unless)
+    found: list[Span] = cache[key]
+    return found
 
 
 def _group_spans(
