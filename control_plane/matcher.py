@@ -15,9 +15,9 @@ Trigger compilation:
   phrase's (a ``token_count`` sub-field). An intent cannot fake it by containing a
   sentinel word: there is no sentinel, only the analysed length. The span is the whole
   intent.
-- ``pattern``: a ``match_phrase`` per cue (a suffix cue ``-free`` also a ``wildcard``
-  ``*free``); captures before, after or between cues, their bounds and lists are read
-  around the highlighted cues by :mod:`control_plane.matcher_patterns`;
+- ``pattern``: a ``match_phrase`` per cue (a suffix cue ``-free`` also a ``regexp`` on
+  the end of a word, ``sugarfree``); captures before, after or between cues, their bounds
+  and lists are read around the highlighted cues by :mod:`control_plane.matcher_patterns`;
 - ``vocabulary``: a ``match_phrase`` per word of the vocabulary (the loader fills them in);
 - ``unless`` phrases (any kind) are phrase documents too: a cue inside one does not count.
 - ``always``: ``match_all``.

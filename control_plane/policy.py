@@ -265,8 +265,6 @@ class Trigger(Frozen):
                         f"vocabulary {raw!r} is not a capture name: give the trigger a 'capture'",
                         (kind,), raw,
                     ))
-            if "values" in data:  # the dump form of a frozen set carries the terms
-                out["values"] = data["values"]
         elif not (
             isinstance(items, list)
             and items
