@@ -20,6 +20,7 @@ from control_plane.config import Settings, project_path
 from control_plane.engine import Engine
 from control_plane.loader import load_policy_set
 from control_plane.service import PURCHASES_INDEX, SearchService
+from control_plane.shopper_language import field_types_of
 from control_plane.times import Clock
 
 resolve = project_path
@@ -48,7 +49,7 @@ def publish_policies(
 
     root = resolve(directory)
     profile = profile_of(settings)
-    policy_set = load_policy_set(root, profile)
+    policy_set = load_policy_set(root, profile, field_types=field_types_of(profile))
     workflow = Workflow(settings, engine, profile, clock=clock)
     version = workflow.bootstrap(
         "operator", policy_set, load_suite(root), env, policy_files(root)
@@ -60,7 +61,7 @@ def directory_service(engine: Engine, settings: Settings, directory: str | Path)
     """A search service over a policy directory as it is on disk: pinned to the directory's
     own version index (written if missing, immutable like any); no environment moves."""
     profile = profile_of(settings)
-    policy_set = load_policy_set(resolve(directory), profile)
+    policy_set = load_policy_set(resolve(directory), profile, field_types=field_types_of(profile))
     index = policy_store.write_index(engine, settings.policies.index_prefix, policy_set)
     return SearchService(settings, engine, profile, index=index)
 

@@ -215,8 +215,12 @@ def cmd_policy_check(args: argparse.Namespace, settings: Settings) -> int:
     """The policies and the tests of a directory: every problem of both, in one run."""
     from control_plane.bootstrap import profile_of, resolve
     from control_plane.lifecycle.suite import load_directory
+    from control_plane.shopper_language import field_types_of
 
-    policy_set, suite = load_directory(resolve(args.dir or settings.policies.dir), profile_of(settings))
+    profile = profile_of(settings)
+    policy_set, suite = load_directory(
+        resolve(args.dir or settings.policies.dir), profile, field_types=field_types_of(profile)
+    )
     print(
         f"{len(policy_set.policies)} policies, {len(suite.cases)} test cases,"
         f" version {policy_set.version}"

@@ -51,7 +51,16 @@ A matched policy is skipped, with a code and a reason, when:
   ``always`` policies have no span and are never skipped this way;
 - ``capture_missing``: a rule uses ``{name}`` and the match captured no words for it;
 - ``capture_unmapped``: the rule's vocabulary has no entry for the captured words (or a
-  price capture is not one number).
+  price capture is not one number);
+- ``would_empty_intent``: never an unconstrained browse from words. Applying the policy
+  would consume the last words of the residual while the plan (with its rules applied)
+  has no positive constraint: no category, policy filter, price bound (absolute or
+  relative), pin, nor a ``browse`` route. Guards and exclusions do not count: "without
+  nuts" alone, or a brand that starts with a cue word, would otherwise list the whole
+  catalog. The policy is skipped (it changes nothing; its words stay in the residual and
+  are searched). Of the two remedies the issue allowed -- keep the last consumer's words,
+  or skip it -- skipping is the one that never applies a rule to words the shopper meant
+  as a search.
 
 The active window (``inactive``) is the matcher's check. A skipped policy changes nothing
 and consumes nothing: its words stay in the residual text.
@@ -87,8 +96,18 @@ A rule value ``"{name}"`` is replaced by what the pattern captured under that na
   "moins de 500 g": it counts something else);
 - a value with text around the placeholder (``"{item}-free"``) gets one value per mapped
   value; a single-valued text (a rewrite's ``from``/``to``) takes them joined by a space;
-- several captures with one name (``without nuts without milk``) give the union of their
-  values (for a price bound, the most restrictive number).
+- several captures with one name (``without nuts without milk``, and the items of a
+  list, ``without strap or lid``, which the matcher captures one by one) give the union
+  of their values (for a price bound, the most restrictive number): the rule applies to
+  each item, and the list's connectors are spans of the match, consumed with it;
+- a ``vocabulary`` trigger's capture (``{colours}``, or the trigger's ``capture`` name)
+  maps through the trigger's vocabulary even where the rule names none: the matched words
+  ("noir", "women's") become the entry ("black", "women").
+
+Filter and exclude rules keep their ``match`` in the plan's constraint (``terms``,
+``phrase``, ``words``; the loader chose it from the field's mapping type): constraints are
+per field *and* match, so a phrase exclusion on ``text`` and a terms exclusion on
+``allergens`` never merge.
 
 ``{market}`` (``CONTEXT_VALUES``) is the request's market, used as written. A request with
 no market drops each rule that uses it; the policy, guard or not, still applies with its
@@ -296,6 +315,14 @@ def compose(
         for body in binding.bodies:
             state = apply(state, turn.actor, body)
         spans = turn.footprint if policy.trigger.consume else ()
+        if _would_empty(intent, state, consumed, spans):
+            reason = (
+                f"consuming '{' '.join(s.text for s in spans)}' would leave no words to search"
+                " and the plan has no category, filter, price, pin or browse route"
+            )
+            skipped.append(Skipped(policy_id=policy.id, code="would_empty_intent", reason=reason))
+            state = before
+            continue
         consumed.extend((span, policy.id) for span in spans)
         state = state.with_plan(
             residual=residual_text(intent, [span for span, _ in consumed], state.rewrites),
@@ -387,6 +414,22 @@ def _covered(spans: Sequence[Span]) -> int:
 
 
 # --- skips -------------------------------------------------------------------------------
+
+
+def _would_empty(
+    intent: str, state: State, consumed: Sequence[tuple[Span, str]], spans: Sequence[Span]
+) -> bool:
+    """Consuming ``spans`` empties the residual and nothing positive selects products."""
+    if not spans or not residual_text(intent, [s for s, _ in consumed], state.rewrites):
+        return False
+    if residual_text(intent, [*(s for s, _ in consumed), *spans], state.rewrites):
+        return False
+    plan = state.plan
+    positive = (
+        plan.category is not None or plan.filters or plan.pins or plan.route == "browse"
+        or plan.price.min is not None or plan.price.max is not None or state.prices
+    )
+    return not positive
 
 
 def _skip(

@@ -32,6 +32,9 @@ from control_plane.policy import (
 VocabularyIndex = Mapping[str, tuple[str, ...]]
 
 _EDGES = re.compile(r"^[\W_]+|[\W_]+$")
+#: "women's" also looks up "women" and "womens"
+_POSSESSIVE = re.compile(r"['\u2019]s$")
+_APOSTROPHES = re.compile(r"['\u2019]")
 _THOUSANDS = re.compile(r"\d{1,3}(?:,\d{3})+")
 _CURRENCY_SIGNS = r"[$€£¥]"
 _CURRENCY_WORDS = r"euros?|eur|dollars?|usd|pounds?|gbp|bucks|balles"
@@ -82,7 +85,8 @@ def index_vocabularies(policy_set: PolicySet) -> dict[str, VocabularyIndex]:
 def look_up(index: VocabularyIndex, text: str) -> tuple[str, ...]:
     """The catalog values for ``text``: the whole text first, else the union over its words."""
     whole = normalise(text)
-    for key in (whole, _EDGES.sub("", whole)):
+    bare = _EDGES.sub("", whole)
+    for key in (whole, bare, _POSSESSIVE.sub("", bare), _APOSTROPHES.sub("", bare)):
         if key in index:
             return index[key]
     found = {value for word in whole.split() for value in index.get(_EDGES.sub("", word), ())}
@@ -218,6 +222,9 @@ def bind(
                 prices[name] = tuple(numbers)
                 continue
             vocabulary = body.vocabulary if isinstance(body, FilterRule | ExcludeRule) else None
+            trigger = policy.trigger
+            if vocabulary is None and trigger.kind == "vocabulary" and name == trigger.vocabulary_capture:
+                vocabulary = trigger.vocabulary  # a vocabulary trigger binds the matched entry
             if from_context:
                 vocabulary = None
             values: list[str] = []

@@ -139,10 +139,13 @@ def _category(state: State, actor: Actor, body: CategoryRule) -> State:
 
 
 def _filter(state: State, actor: Actor, body: FilterRule) -> State:
-    key = f"filters.{body.field}"
-    others = [c for c in state.plan.filters if c.field != body.field]
-    current = next((c for c in state.plan.filters if c.field == body.field), None)
-    proposed = Constraint(field=body.field, values=canonical(body.values), policies=(actor.id,))
+    match = body.match or "terms"
+    key = f"filters.{body.field}" if match == "terms" else f"filters.{body.field}.{match}"
+    others = [c for c in state.plan.filters if (c.field, c.match) != (body.field, match)]
+    current = next((c for c in state.plan.filters if (c.field, c.match) == (body.field, match)), None)
+    proposed = Constraint(
+        field=body.field, values=canonical(body.values), policies=(actor.id,), match=match
+    )
     state, merged = _meet(state, actor, key, current, proposed, body.strategy, f"filter on '{body.field}'")
     for guard in (g for g in state.plan.guards if g.field == body.field):
         lift = "cannot lift it" if body.strategy == "override" else "does not replace it"
@@ -154,10 +157,13 @@ def _filter(state: State, actor: Actor, body: FilterRule) -> State:
 
 
 def _exclude(state: State, actor: Actor, body: ExcludeRule) -> State:
-    current = next((c for c in state.plan.exclusions if c.field == body.field), None)
-    others = [c for c in state.plan.exclusions if c.field != body.field]
+    match = body.match or "terms"
+    current = next((c for c in state.plan.exclusions if (c.field, c.match) == (body.field, match)), None)
+    others = [c for c in state.plan.exclusions if (c.field, c.match) != (body.field, match)]
     if current is None:
-        merged = Constraint(field=body.field, values=canonical(body.values), policies=(actor.id,))
+        merged = Constraint(
+            field=body.field, values=canonical(body.values), policies=(actor.id,), match=match
+        )
     else:
         policies = current.policies + ((actor.id,) if actor.id not in current.policies else ())
         values = canonical((*current.values, *body.values))
@@ -166,7 +172,10 @@ def _exclude(state: State, actor: Actor, body: ExcludeRule) -> State:
 
 
 def _guard(state: State, actor: Actor, body: FilterRule | ExcludeRule) -> State:
-    constraint = Constraint(field=body.field, values=canonical(body.values), policies=(actor.id,))
+    constraint = Constraint(
+        field=body.field, values=canonical(body.values), policies=(actor.id,),
+        match=body.match or "terms",
+    )
     if isinstance(body, ExcludeRule):
         return state.with_plan(guard_exclusions=by_field([*state.plan.guard_exclusions, constraint]))
     for existing in (c for c in state.plan.filters if c.field == body.field):

@@ -26,14 +26,18 @@ ERROR_CODES: dict[str, str] = {
     "invalid_value": "a value has the wrong type or is out of range",
     "unknown_rule": "a rule's key is not a known rule kind",
     "rule_shape": "a rule is not a mapping with exactly one key, the rule kind",
-    "trigger_kind": "a trigger does not have exactly one of exact, pattern, phrase, any, always",
-    "bad_pattern": "a pattern trigger is not of the form '(cue|other cue) {capture}'",
+    "trigger_kind": "a trigger does not have exactly one of exact, pattern, phrase, any,"
+    " vocabulary, always",
+    "bad_pattern": "a pattern is not cue groups and captures in turn, such as"
+    " '(cue|other cue) {capture}', '{capture} (cue)' or '(cue) {low} (cue) {high}'",
     "bad_window": "an active window ends before (or when) it starts",
     "guard_trigger": "a guard's trigger is not 'always: true'",
     "guard_cohorts": "a guard names cohorts (guards apply to everyone)",
     "unknown_capture": "a rule uses '{name}' that its trigger does not capture",
     "duplicate_id": "two policies share an id, or two vocabularies a name (each is reported)",
-    "unknown_vocabulary": "a rule names a vocabulary that does not exist",
+    "unknown_vocabulary": "a rule or a vocabulary trigger names a vocabulary that does not exist",
+    "match_field_type": "a rule's match does not fit its field's mapping type (words/phrase"
+    " need a text field, terms a keyword field)",
     "governance_field": "a rule filters, excludes, boosts or buries a field governance forbids",
     "governance_protected": "a policy that is not a guard touches a protected field",
     "governance_boost": "a boost or sponsored weight exceeds max_boost_weight",

@@ -53,6 +53,7 @@ from control_plane.policy import (
     SponsoredRule,
     Vocabulary,
 )
+from control_plane.shopper_language import FieldTypes, resolved, shopper_violations
 
 GOVERNANCE_FILE = "governance.yaml"
 VOCABULARY_DIR = "vocabularies"
@@ -77,11 +78,18 @@ class FieldRoles(Protocol):
     def price(self) -> str: ...
 
 
-def load_policy_set(directory: Path | str, roles: FieldRoles | None = None) -> PolicySet:
+def load_policy_set(
+    directory: Path | str,
+    roles: FieldRoles | None = None,
+    *,
+    field_types: FieldTypes | None = None,
+) -> PolicySet:
     """Load, validate and freeze the policy directory, or raise :class:`PolicyLoadError`
     with every error found (never a half-loaded set). ``roles`` (the catalog profile) names
     the fields category and price rules touch, for governance; without it those two rule
-    kinds are not checked against ``filterable_fields`` (no catalog is known)."""
+    kinds are not checked against ``filterable_fields`` (no catalog is known).
+    ``field_types`` (dotted field -> mapping type, from the catalog mapping) lets rules on
+    text fields become analysed queries (:mod:`control_plane.shopper_language`)."""
     root = Path(directory)
     if not root.is_dir():
         raise PolicyLoadError([
@@ -95,12 +103,15 @@ def load_policy_set(directory: Path | str, roles: FieldRoles | None = None) -> P
         for violation in check_policy_set(
             [p for p, _ in policies], [v for v, _ in vocabularies], governance,
             broken_vocabularies=reading.broken_vocabularies, roles=roles,
+            field_types=field_types,
         ):
             sources = policies if violation.subject == "policy" else vocabularies
             reading.errors.append(sources[violation.index][1].error(violation))
         if reading.errors or governance is None:
             raise PolicyLoadError(reading.errors)
-        return _freeze([p for p, _ in policies], [v for v, _ in vocabularies], governance)
+        return _freeze(
+            [p for p, _ in policies], [v for v, _ in vocabularies], governance, field_types
+        )
 
 
 def policy_locations(directory: Path | str) -> dict[str, str]:
@@ -126,12 +137,18 @@ def policy_locations(directory: Path | str) -> dict[str, str]:
 
 
 def build_policy_set(
-    policies: Sequence[Policy], vocabularies: Sequence[Vocabulary], governance: Governance,
+    policies: Sequence[Policy],
+    vocabularies: Sequence[Vocabulary],
+    governance: Governance,
     roles: FieldRoles | None = None,
+    *,
+    field_types: FieldTypes | None = None,
 ) -> PolicySet:
     """Freeze already validated models (e.g. from the API) after the same cross-checks as
     the loader. Errors name ``policy:<id>`` or ``vocabulary:<name>`` instead of a file."""
-    violations = check_policy_set(policies, vocabularies, governance, roles=roles)
+    violations = check_policy_set(
+        policies, vocabularies, governance, roles=roles, field_types=field_types
+    )
     if violations:
         errors = []
         for violation in violations:
@@ -147,7 +164,7 @@ def build_policy_set(
                 file=f"{violation.subject}:{name}",
             ))
         raise PolicyLoadError(errors)
-    return _freeze(policies, vocabularies, governance)
+    return _freeze(policies, vocabularies, governance, field_types)
 
 
 def canonical_json(
@@ -168,8 +185,12 @@ def _json(model: BaseModel) -> Any:
 
 
 def _freeze(
-    policies: Sequence[Policy], vocabularies: Sequence[Vocabulary], governance: Governance
+    policies: Sequence[Policy],
+    vocabularies: Sequence[Vocabulary],
+    governance: Governance,
+    field_types: FieldTypes | None = None,
 ) -> PolicySet:
+    policies = resolved(policies, vocabularies, field_types)
     text = canonical_json(policies, vocabularies, governance)
     return PolicySet(
         version=hashlib.sha256(text.encode("utf-8")).hexdigest(),
@@ -201,6 +222,7 @@ def check_policy_set(
     *,
     broken_vocabularies: frozenset[str] = frozenset(),
     roles: FieldRoles | None = None,
+    field_types: FieldTypes | None = None,
 ) -> list[Violation]:
     """What makes valid models an invalid set: duplicate ids and vocabulary names, rules
     naming an unknown vocabulary and, when ``governance`` is given, governance breaches.
@@ -224,6 +246,10 @@ def check_policy_set(
     known = set(names) | broken_vocabularies
     for index, policy in enumerate(policies):
         found += _vocabulary_violations(policy, index, known)
+        found += [
+            Violation(code, message, "policy", index, loc)
+            for code, message, loc in shopper_violations(policy, known, field_types)
+        ]
         if governance is not None:
             found += _governance_violations(policy, index, governance, roles)
     return found
@@ -782,10 +808,16 @@ def _trigger_yaml(policy: Policy) -> dict[str, Any]:
         out = {"always": True}
     elif trigger.kind == "pattern":
         out = {"pattern": [p.source() for p in trigger.patterns]}
+    elif trigger.kind == "vocabulary":
+        out = {"vocabulary": trigger.vocabulary}
+        if trigger.capture is not None:
+            out["capture"] = trigger.capture
     else:
         out = {trigger.kind: list(trigger.values)}
     if trigger.consume:
         out["consume"] = True
+    if trigger.unless:
+        out["unless"] = list(trigger.unless)
     return out
 
 

@@ -16,8 +16,11 @@ Trigger compilation:
   phrase's (a ``token_count`` sub-field). An intent cannot fake it by containing a
   sentinel word: there is no sentinel, only the analysed length. The span is the whole
   intent.
-- ``pattern``: a ``match_phrase`` per cue; the captured words are taken after the cue's
-  span up to the next cue, conjunction, punctuation or the end of the intent.
+- ``pattern``: a ``match_phrase`` per cue (a suffix cue ``-free`` also a ``regexp`` on
+  the end of a word, ``sugarfree``); captures before, after or between cues, their bounds
+  and lists are read around the highlighted cues by :mod:`control_plane.matcher_patterns`;
+- ``vocabulary``: a ``match_phrase`` per word of the vocabulary (the loader fills them in);
+- ``unless`` phrases (any kind) are phrase documents too: a cue inside one does not count.
 - ``always``: ``match_all``.
 
 Both sides of a match are normalised by :mod:`control_plane.intent_text`: the intent at
@@ -47,8 +50,6 @@ documents or from the policies' own highlighted queries), at the old cost.
 from __future__ import annotations
 
 import hashlib
-import re
-import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -56,8 +57,16 @@ from typing import Any
 
 from control_plane.engine import Engine
 from control_plane.intent_text import normalise
+from control_plane.matcher_patterns import (
+    anchors_of,
+    is_suffix,
+    items_after,
+    phrase_query,
+    resolve,
+    trigger_cues,
+)
 from control_plane.plan import CapturedText, Match, Span
-from control_plane.policy import Policy, Trigger
+from control_plane.policy import DEFAULT_MAX_WORDS, Policy, Trigger
 from control_plane.times import iso
 
 #: private-use code points: never in a cleaned intent, and not trimmed by the engine
@@ -73,44 +82,6 @@ HIGHLIGHT = {
         }
     }
 }
-#: words that end a capture (English and French conjunctions and prepositions)
-CAPTURE_STOPS = frozenset(
-    [
-        "and",
-        "or",
-        "but",
-        "with",
-        "for",
-        "in",
-        "at",
-        "by",
-        "et",
-        "ou",
-        "mais",
-        "avec",
-        "pour",
-        "dans",
-        "chez",
-        "par",
-    ]
-)
-#: signs that belong to an amount ("$10", "10€", "₹500", "5%"): every Unicode currency sign
-_AMOUNT_SIGNS = "%" + "".join(
-    sign for sign in map(chr, range(0x20A0, 0x20C1)) if unicodedata.category(sign) == "Sc"
-) + "$£¥¢"
-#: a word: letters, digits and amount signs, with inner apostrophes or hyphens and, between
-#: digits, decimal or thousands separators ("l'huile", "10.50", "1,000", "$10", "10€"), and
-#: the dot of an abbreviation of up to three letters before a number ("rs. 500");
-#: combining accents stay inside a word; any other non-space character is punctuation and
-#: ends a capture
-_WORD = re.compile(
-    rf"(?:[^\W_]|[{_AMOUNT_SIGNS}])"
-    rf"(?:[^\W_]|[{_AMOUNT_SIGNS}\u0300-\u036f]|['\u2019-](?=[^\W_])|(?<=\d)[.,](?=\d)"
-    rf"|(?:(?<=\b[^\W\d_])|(?<=\b[^\W\d_]{{2}})|(?<=\b[^\W\d_]{{3}}))\.(?=\s*\d))*|\S"
-)
-#: quotes that may open a capture: 'sans "arachide"' captures arachide
-_OPENING_QUOTES = frozenset("\"'\u201c\u2018\u00ab\u201e")
-
 TokenCounter = Callable[[str], int]
 
 
@@ -140,7 +111,7 @@ def compile_trigger(trigger: Trigger, count_tokens: TokenCounter) -> dict[str, A
         ]
     elif trigger.kind == "pattern":
         cues = sorted(set(_normalised(cue for pattern in trigger.patterns for cue in pattern.cues)))
-        clauses = [{"match_phrase": {"intent": cue}} for cue in cues]
+        clauses = [phrase_query(cue, is_suffix(cue)) for cue in cues]
     else:
         clauses = [{"match_phrase": {"intent": value}} for value in _normalised(trigger.values)]
     return {"bool": {"should": clauses, "minimum_should_match": 1}}
@@ -210,21 +181,21 @@ def phrase_id(phrase: str) -> str:
 
 def trigger_phrases(trigger: Trigger) -> tuple[str, ...]:
     """The phrases whose highlighted words are a trigger's spans (none for exact, always)."""
-    if trigger.kind == "pattern":
-        return tuple(sorted({cue for pattern in trigger.patterns for cue in pattern.cues}))
-    if trigger.kind in ("phrase", "any"):
-        return tuple(trigger.values)
-    return ()
+    return trigger_cues(trigger)
 
 
 def phrase_documents(policies: Iterable[Policy]) -> Iterator[tuple[str, dict[str, Any]]]:
     """One percolator document per distinct phrase of ``policies``: (id, source)."""
-    phrases = sorted({phrase for policy in policies for phrase in trigger_phrases(policy.trigger)})
+    phrases = sorted({
+        phrase
+        for policy in policies
+        for phrase in (*trigger_phrases(policy.trigger), *policy.trigger.unless)
+    })
     for phrase in phrases:
         yield phrase_id(phrase), {
             "doc_type": "phrase",
             "phrase": phrase,
-            "query": {"match_phrase": {"intent": phrase}},
+            "query": phrase_query(phrase, is_suffix(phrase)),
         }
 
 
@@ -540,7 +511,7 @@ def _match_legacy(
     policy_hits = _pages(engine, index, first_policies, policy_page)
     phrase_hits = _pages(engine, index, first_phrases, phrase_page)
     ranges = {hit["sort"][0]: _marked_ranges(hit) for hit in phrase_hits}
-    found: list[tuple[Policy, list[tuple[int, int]]]] = []
+    found: list[tuple[Policy, dict[str, list[tuple[int, int]]]]] = []
     unseen: list[Policy] = []
     for hit in policy_hits:
         policy = policies[hit["sort"][0]]
@@ -548,15 +519,14 @@ def _match_legacy(
         if trigger_phrases(policy.trigger) and not phrases:
             unseen.append(policy)
             continue
-        found.append((policy, [r for p in phrases for r in ranges[p]]))
-    found += _highlighted(engine, index, intent, unseen, policy_filters)
-    text_spans = [(policy, spans_of(intent, marks)) for policy, marks in found]
+        own = (*phrases, *(p for p in policy.trigger.unless if p in ranges))
+        found.append((policy, {p: ranges[p] for p in own}))
+    found += [(p, {"": marks}) for p, marks in _highlighted(engine, index, intent, unseen, policy_filters)]
     # Patterns share cues: thousands of matched patterns may have the same few cue spans,
-    # so the captures are computed once per distinct cue span and name (not per pair).
-    cues = {(s.start, s.end): s for p, spans in text_spans if p.trigger.kind == "pattern" for s in spans}
-    cue_spans = [cues[key] for key in sorted(cues)]
-    captured: dict[tuple[int, int, str], CapturedText | None] = {}
-    matches = [_to_match(policy, spans, intent, cue_spans, captured) for policy, spans in text_spans]
+    # so the captures are computed once per distinct pattern and cue spans (``cache``).
+    anchors = anchors_of(found, intent)
+    cache: dict[Any, Any] = {}
+    matches = [m for policy, own in found if (m := resolve(policy, intent, own, anchors, cache))]
     return tuple(sorted(matches, key=lambda m: m.policy_id))
 
 
@@ -572,28 +542,6 @@ def _highlighted(
         for hit in engine.search(index, body)["hits"]["hits"]:
             found.append((next(p for p in chunk if p.id == hit["sort"][0]), _marked_ranges(hit)))
     return found
-
-
-def _to_match(
-    policy: Policy,
-    spans: tuple[Span, ...],
-    intent: str,
-    cues: list[Span],
-    captured: dict[tuple[int, int, str], CapturedText | None],
-) -> Match:
-    kind = policy.trigger.kind
-    if kind == "always":
-        return Match(policy_id=policy.id)
-    if kind == "exact" or not spans:
-        return Match(policy_id=policy.id, spans=(Span(start=0, end=len(intent), text=intent),))
-    if kind != "pattern":
-        return Match(policy_id=policy.id, spans=spans)
-    name = policy.trigger.patterns[0].capture
-    for span in spans:
-        if (span.start, span.end, name) not in captured:
-            captured[(span.start, span.end, name)] = capture_after(intent, span, cues, name)
-    captures = tuple(c for span in spans if (c := captured[(span.start, span.end, name)]))
-    return Match(policy_id=policy.id, spans=spans, captures=captures)
 
 
 def highlighted_ranges(marked: str) -> list[tuple[int, int]]:
@@ -632,19 +580,13 @@ def spans_from_highlight(marked: str) -> tuple[Span, ...]:
 
 
 def capture_after(intent: str, cue: Span, cues: Sequence[Span], name: str) -> CapturedText | None:
-    """The words after ``cue`` up to the next cue, conjunction, punctuation or the end."""
+    """The first item after ``cue``, up to the next cue, with the bounds of
+    :mod:`control_plane.matcher_patterns` (articles dropped, at most 3 words, stops)."""
     limit = min([c.start for c in cues if c.start >= cue.end] + [len(intent)])
-    words: list[re.Match[str]] = []
-    for word in _WORD.finditer(intent, cue.end, limit):
-        text = word.group()
-        if not words and text in _OPENING_QUOTES:
-            continue
-        if text.casefold() in CAPTURE_STOPS or not (text[0].isalnum() or text[0] in _AMOUNT_SIGNS):
-            break
-        words.append(word)
-    if not words:
+    items, _ = items_after(intent, cue.end, limit, DEFAULT_MAX_WORDS)
+    if not items:
         return None
-    start, end = words[0].start(), words[-1].end()
+    start, end = items[0]
     return CapturedText(
         name=name, text=intent[start:end], span=Span(start=start, end=end, text=intent[start:end])
     )

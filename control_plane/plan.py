@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
 from control_plane.policy import Value
 
@@ -54,11 +54,25 @@ class Match(Frozen):
 
 
 class Constraint(Frozen):
-    """A set of values on one catalog field, and the policies that produced it."""
+    """A set of values on one catalog field, and the policies that produced it.
+
+    ``match`` says how the values meet the field: ``terms`` (exact keyword values),
+    ``phrase`` or ``words`` (analysed text queries, see :data:`control_plane.policy.TextMatch`).
+    """
 
     field: str
     values: tuple[Value, ...]
     policies: tuple[str, ...]
+    match: Literal["terms", "words", "phrase"] = "terms"
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
+        """``match`` is left out when it is ``terms``: keyword constraints keep the shape
+        they always had (explanations, audit records, goldens)."""
+        data: dict[str, object] = handler(self)
+        if data.get("match") == "terms":
+            del data["match"]
+        return data
 
 
 class Bound(Frozen):
@@ -181,6 +195,7 @@ class Skipped(Frozen):
         "inactive",
         "cohort",
         "disabled",
+        "would_empty_intent",
     ]
     reason: str
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from itertools import pairwise
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
@@ -45,11 +46,17 @@ if TYPE_CHECKING:
 
 POLICY_ID = r"^[a-z0-9][a-z0-9._-]{0,79}$"
 CAPTURE = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
+CAPTURE_NAME = re.compile(r"[a-z_][a-z0-9_]*")
 PATTERN = re.compile(r"^\((?P<cues>[^()]+)\)\s+\{(?P<name>[a-z_][a-z0-9_]*)\}$")
+"""the original prefix form, ``(cue|cue) {name}``; :meth:`Pattern.parse` reads the general one"""
 
-TriggerKind = Literal["exact", "pattern", "phrase", "any", "always"]
+TriggerKind = Literal["exact", "pattern", "phrase", "any", "vocabulary", "always"]
 #: Specificity used to order policies of equal priority (higher is more specific).
-SPECIFICITY: dict[str, int] = {"exact": 4, "pattern": 3, "phrase": 2, "any": 1, "always": 0}
+SPECIFICITY: dict[str, int] = {
+    "exact": 4, "pattern": 3, "phrase": 2, "any": 1, "vocabulary": 1, "always": 0,
+}
+#: trigger keys other than the kind
+TRIGGER_OPTIONS = ("consume", "unless", "capture")
 
 
 class Frozen(BaseModel):
@@ -91,44 +98,109 @@ def relocated(exc: ValidationError, *prefix: str | int) -> ValidationError:
     return ValidationError.from_exception_data(exc.title, details)
 
 
-class Pattern(Frozen):
-    """A cue phrase followed by a capture: ``"(without|sans|no) {item}"``."""
+class PatternPart(Frozen):
+    """One element of a pattern: a cue group ``(without|sans)`` or a capture ``{item}``
+    (``{item:2}``: at most 2 words; no bound written: :data:`DEFAULT_MAX_WORDS`)."""
 
-    cues: tuple[str, ...]
-    capture: str
+    cues: tuple[str, ...] = ()
+    capture: str | None = None
+    max_words: int | None = Field(default=None, ge=1, le=10)
+
+    def source(self) -> str:
+        if self.capture is None:
+            return "(" + "|".join(self.cues) + ")"
+        bound = "" if self.max_words is None else f":{self.max_words}"
+        return "{" + self.capture + bound + "}"
+
+
+#: words a capture takes at most: after its cue, and before it (a postfix cue such as
+#: ``free`` qualifies the word right before it: "gluten free pasta")
+DEFAULT_MAX_WORDS = 3
+DEFAULT_MAX_WORDS_BEFORE = 1
+_PART = re.compile(r"\((?P<cues>[^()]+)\)|\{(?P<name>[a-z_][a-z0-9_]*)(?::(?P<max>[1-9]|10))?\}|(?P<bad>\S+)")
+
+
+class Pattern(Frozen):
+    """Cue groups and captures in the order a shopper writes them:
+    ``"(without|sans) {item}"``, ``"{item} (free|-free|less)"``,
+    ``"(between) {low} (and) {high}"``. A cue written with a leading hyphen (``-free``)
+    is a suffix: it also matches ``sugar-free`` and ``sugarfree``."""
+
+    parts: tuple[PatternPart, ...]
 
     @classmethod
     def parse(cls, text: str) -> Pattern:
-        found = PATTERN.match(text.strip())
-        if not found:
-            raise ValueError(
-                f"pattern {text!r} must look like '(cue one|cue two) {{name}}'"
-            )
-        cues = tuple(c.strip() for c in found["cues"].split("|") if normalise(c))
-        if not cues:
-            raise ValueError(f"pattern {text!r} has no cue")
-        return cls(cues=cues, capture=found["name"])
+        shape = (
+            f"pattern {text!r} must be cue groups and captures, e.g. '(without|sans) {{item}}',"
+            " '{item} (free|-free)' or '(between) {low} (and) {high}'"
+        )
+        parts: list[PatternPart] = []
+        for found in _PART.finditer(text.strip()):
+            if found["bad"] is not None:
+                raise ValueError(shape)
+            if found["cues"] is not None:
+                cues = tuple(c.strip() for c in found["cues"].split("|") if normalise(c))
+                if not cues:
+                    raise ValueError(f"pattern {text!r} has no cue in one of its groups")
+                parts.append(PatternPart(cues=cues))
+            else:
+                bound = int(found["max"]) if found["max"] else None
+                parts.append(PatternPart(capture=found["name"], max_words=bound))
+        captures = [p.capture for p in parts if p.capture is not None]
+        if not captures or len(captures) == len(parts):
+            raise ValueError(shape)
+        if len(set(captures)) != len(captures):
+            raise ValueError(f"pattern {text!r} uses a capture name twice")
+        for first, second in pairwise(parts):
+            if (first.capture is None) == (second.capture is None):
+                kind = "cue groups" if first.capture is None else "captures"
+                raise ValueError(f"pattern {text!r} has two {kind} in a row")
+        return cls(parts=tuple(parts))
 
     def source(self) -> str:
-        return "(" + "|".join(self.cues) + ") {" + self.capture + "}"
+        return " ".join(part.source() for part in self.parts)
+
+    @property
+    def cues(self) -> tuple[str, ...]:
+        """Every cue of every group, in order, each once."""
+        return tuple(dict.fromkeys(c for part in self.parts for c in part.cues))
+
+    @property
+    def capture(self) -> str:
+        """The first capture's name."""
+        return self.captures[0]
+
+    @property
+    def captures(self) -> tuple[str, ...]:
+        return tuple(p.capture for p in self.parts if p.capture is not None)
 
 
 class Trigger(Frozen):
     """When a policy fires. Exactly one kind per trigger.
 
     - ``exact``: the whole intent equals one of the phrases (after analysis);
-    - ``pattern``: a cue phrase followed by captured words;
+    - ``pattern``: cue groups and captures, e.g. ``(without|sans) {item}``,
+      ``{item} (free|-free)``, ``(between) {low} (and) {high}``;
     - ``phrase``: the intent contains one of the phrases;
     - ``any``: the intent contains any of the terms;
+    - ``vocabulary``: the intent contains any word of the named vocabulary, anywhere; the
+      matched words are captured (as ``{<capture>}``, by default ``{<vocabulary>}``) and
+      map to the vocabulary's entries;
     - ``always``: every request (guards, cohort policies).
 
-    ``consume: true`` removes the matched span from the residual text.
+    ``consume: true`` removes the matched span from the residual text. ``unless:
+    [phrases]`` (any kind): a cue inside one of these phrases does not fire ("without
+    remorse", a title; "no fear", a brand), and the words are not consumed.
     """
 
     kind: TriggerKind
     values: tuple[str, ...] = ()
     patterns: tuple[Pattern, ...] = ()
     consume: bool = False
+    unless: tuple[str, ...] = ()
+    vocabulary: str | None = None
+    capture: str | None = None
+    """the capture name of a vocabulary trigger (default: the vocabulary's name)"""
 
     @model_validator(mode="before")
     @classmethod
@@ -139,14 +211,14 @@ class Trigger(Frozen):
             return data
         problems: list[tuple[str, str, Loc, Any]] = [
             ("extra_forbidden", f"unknown trigger key {key!r}", (key,), data[key])
-            for key in sorted(map(str, set(data) - {*SPECIFICITY, "consume"}))
+            for key in sorted(map(str, set(data) - {*SPECIFICITY, *TRIGGER_OPTIONS}))
         ]
         kinds = [k for k in SPECIFICITY if k in data]
         if len(kinds) != 1:
             problems.append((
                 "trigger_kind",
-                "a trigger needs exactly one of exact, pattern, phrase, any, always"
-                f" (found {', '.join(kinds) or 'none'})",
+                "a trigger needs exactly one of " + ", ".join(SPECIFICITY)
+                + f" (found {', '.join(kinds) or 'none'})",
                 (),
                 data,
             ))
@@ -154,10 +226,47 @@ class Trigger(Frozen):
         kind = kinds[0]
         raw = data[kind]
         out: dict[str, Any] = {"kind": kind, "consume": data.get("consume", False)}
+        if "unless" in data:
+            unless = data["unless"]
+            unless = [unless] if isinstance(unless, str) else unless
+            if not (
+                isinstance(unless, list) and unless
+                and all(isinstance(i, str) and normalise(i) for i in unless)
+            ):
+                problems.append((
+                    "invalid_value", "'unless' takes a non-empty list of non-empty phrases",
+                    ("unless",), data["unless"],
+                ))
+            else:
+                out["unless"] = [i.strip() for i in unless]
+        if "capture" in data:
+            if kind != "vocabulary":
+                problems.append((
+                    "invalid_value", "'capture' names the capture of a vocabulary trigger only",
+                    ("capture",), data["capture"],
+                ))
+            elif not (isinstance(data["capture"], str) and CAPTURE_NAME.fullmatch(data["capture"])):
+                problems.append((
+                    "invalid_value", "'capture' must be a capture name such as 'colour'",
+                    ("capture",), data["capture"],
+                ))
+            else:
+                out["capture"] = data["capture"]
         items = [raw] if isinstance(raw, str) else raw
         if kind == "always":
             if raw is not True:
                 problems.append(("invalid_value", "'always' takes the value true", (kind,), raw))
+        elif kind == "vocabulary":
+            if not (isinstance(raw, str) and raw.strip()):
+                problems.append(("invalid_value", "'vocabulary' takes a vocabulary name", (kind,), raw))
+            else:
+                out["vocabulary"] = raw.strip()
+                if "capture" not in data and not CAPTURE_NAME.fullmatch(raw.strip()):
+                    problems.append((
+                        "invalid_value",
+                        f"vocabulary {raw!r} is not a capture name: give the trigger a 'capture'",
+                        (kind,), raw,
+                    ))
         elif not (
             isinstance(items, list)
             and items
@@ -195,6 +304,8 @@ class Trigger(Frozen):
             raise ValueError(f"an '{self.kind}' trigger takes no patterns")
         if self.kind in ("pattern", "always") and self.values:
             raise ValueError(f"a '{self.kind}' trigger takes no values")
+        if (self.kind == "vocabulary") != (self.vocabulary is not None):
+            raise ValueError("a vocabulary trigger, and only it, names a vocabulary")
         if self.kind == "always" and self.consume:
             raise ValueError("an 'always' trigger has no span to consume")
         return self
@@ -205,7 +316,14 @@ class Trigger(Frozen):
 
     @property
     def captures(self) -> tuple[str, ...]:
-        return tuple(sorted({p.capture for p in self.patterns}))
+        if self.kind == "vocabulary":
+            return (self.vocabulary_capture,)
+        return tuple(sorted({name for p in self.patterns for name in p.captures}))
+
+    @property
+    def vocabulary_capture(self) -> str:
+        """The capture name of a vocabulary trigger."""
+        return self.capture or self.vocabulary or ""
 
 
 class ActiveWindow(Frozen):
@@ -241,13 +359,23 @@ class ActiveWindow(Frozen):
 Value = str | int | float | bool
 
 
+#: How a filter or exclusion meets its field: ``terms`` (keyword fields: the exact values,
+#: through the field's normalizer), ``phrase`` (text fields: each value as a
+#: ``match_phrase`` analysed with the field's analyzer) or ``words`` (text fields: every
+#: word of a value, in any order, as one ``match`` with ``operator: and``). Left out, the
+#: loader picks it from the catalog mapping: ``phrase`` on a text field, ``terms`` otherwise.
+TextMatch = Literal["terms", "words", "phrase"]
+
+
 class FilterRule(Frozen):
-    """Hard filter: keep only products whose ``field`` has one of ``values``."""
+    """Hard filter: keep only products whose ``field`` has one of ``values``
+    (``match``: see :data:`TextMatch`)."""
 
     field: str
     values: tuple[Value, ...]
     vocabulary: str | None = None
     strategy: Literal["intersect", "override"] = "intersect"
+    match: TextMatch | None = None
 
 
 class CategoryRule(Frozen):
@@ -258,11 +386,14 @@ class CategoryRule(Frozen):
 
 
 class ExcludeRule(Frozen):
-    """Exclusion (``must_not``): drop products whose ``field`` has any of ``values``."""
+    """Exclusion (``must_not``): drop products whose ``field`` has any of ``values``
+    (``match``: see :data:`TextMatch`; on a text field "peanuts" drops every product whose
+    text says peanut or peanuts)."""
 
     field: str
     values: tuple[Value, ...]
     vocabulary: str | None = None
+    match: TextMatch | None = None
 
 
 class RelativeBound(Frozen):

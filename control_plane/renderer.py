@@ -47,6 +47,12 @@ exclusion removes never appears. Hidden ids are never pinned (hide beats pin) no
 sponsored. Ids (pins, hides, sponsored, purchases) are document ``_id`` s, which the
 catalog loader sets to the profile's ``id`` field.
 
+Filters and exclusions on a text field (constraint ``match`` ``phrase`` or ``words``)
+render as ``text_match.json.j2``: a ``bool`` whose ``should`` holds one ``match_phrase``
+(or ``match`` with ``operator: and``) per value, analysed with the field's analyzer, so
+"peanuts" removes every product whose text says peanut or peanuts; keyword fields keep
+``terms``.
+
 Clause names (``_name``), which the engine reports per hit in ``matched_queries``:
 
 * a clause a policy adds is named ``<kind>:<policy id>`` (kinds in :data:`CLAUSE_KINDS`);
@@ -350,7 +356,13 @@ def _terms(
     if not constraint.policies:
         raise ValueError(f"the {kind} constraint on {field!r} names no policy")
     values: list[Value] = list(constraint.values)
-    return _clause(template, field=field, values=values, name=names(kind, constraint.policies[0]))
+    name = names(kind, constraint.policies[0])
+    if constraint.match != "terms":  # a text field: analysed with the field's own analyzer
+        return _clause(
+            "text_match.json.j2", field=field, values=values, phrase=constraint.match == "phrase",
+            name=name,
+        )
+    return _clause(template, field=field, values=values, name=name)
 
 
 def _constraints(

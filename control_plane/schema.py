@@ -20,7 +20,7 @@ from typing import Any
 
 from control_plane.policy import (
     CAPTURE,
-    PATTERN,
+    CAPTURE_NAME,
     RULE_MODELS,
     SPECIFICITY,
     Policy,
@@ -80,8 +80,10 @@ def _trigger() -> dict[str, Any]:
         "any": phrases,
         "pattern": {
             "anyOf": [pattern, {"type": "array", "minItems": 1, "items": pattern}],
-            "examples": ["(without|sans) {item}"],
+            "examples": ["(without|sans) {item}", "{item} (free|-free)", "(between) {low} (and) {high}"],
         },
+        "vocabulary": {"type": "string", "minLength": 1, "description": "a vocabulary's name:"
+                       " fires on any of its words, anywhere in the intent"},
         "always": {"const": True},
     }
     one_of: list[dict[str, Any]] = [{"required": [kind]} for kind in SPECIFICITY]
@@ -97,6 +99,15 @@ def _trigger() -> dict[str, Any]:
         "properties": {
             **{kind: kinds[kind] for kind in SPECIFICITY},
             "consume": {"type": "boolean", "default": False},
+            "unless": {
+                **phrases,
+                "description": "phrases inside which a cue does not fire (titles, brands)",
+            },
+            "capture": {
+                "type": "string",
+                "pattern": "^" + CAPTURE_NAME.pattern + "$",
+                "description": "a vocabulary trigger's capture name (default: the vocabulary's)",
+            },
         },
         "oneOf": one_of,
     }
@@ -131,10 +142,10 @@ def _price_bounds(price: dict[str, Any]) -> None:
 
 
 def _pattern_regex() -> str:
-    """:data:`PATTERN` without Python's named groups, surrounding blanks allowed."""
-    body = PATTERN.pattern.removeprefix("^").removesuffix("$")
-    body = body.replace("?P<cues>", "").replace("?P<name>", "")
-    return r"^\s*" + body + r"\s*$"
+    """Cue groups ``(a|b)`` and captures ``{name}`` / ``{name:N}`` separated by blanks
+    (:meth:`control_plane.policy.Pattern.parse` checks that they alternate)."""
+    part = r"(?:\([^()]+\)|\{[a-z_][a-z0-9_]*(?::(?:[1-9]|10))?\})"
+    return r"^\s*" + part + r"(?:\s+" + part + r")+\s*$"
 
 
 def render() -> str:

@@ -124,9 +124,12 @@ def cmd_lint(args: argparse.Namespace, settings: Settings) -> int:
 
         directory = project_path(args.dir or settings.policies.dir)
         profile = profile_of(settings)  # the configured catalog's profile names its mapping
-        policy_set, suite = load_directory(directory, profile)  # does not load: exit 3
+        mapping = profile.load_mapping()
+        policy_set, suite = load_directory(  # does not load: exit 3
+            directory, profile, field_types=lint.mapping_fields_of(mapping)
+        )
         findings = lint.lint(
-            policy_set, mapping_fields=lint.mapping_fields_of(profile.load_mapping()),
+            policy_set, mapping_fields=lint.mapping_fields_of(mapping),
             now=now_option(args.now), locations=policy_locations(directory),
             tested_policy_ids=None if args.no_tests else suite.policy_ids(),
             profile=profile, cases=suite.cases, horizon=horizon,

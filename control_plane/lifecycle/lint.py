@@ -195,7 +195,8 @@ def lint_directory(
     (the loader's codes, at ``file:line``); otherwise :func:`lint` with every policy
     located at its file. ``mapping`` is an index mapping body (None skips field checks)."""
     try:
-        policy_set = load_policy_set(directory, profile)
+        types = mapping_fields_of(mapping) if mapping is not None else None
+        policy_set = load_policy_set(directory, profile, field_types=types)
     except PolicyLoadError as exc:
         return sorted((_load_finding(error) for error in exc.errors), key=_order)
     return lint(

@@ -367,16 +367,20 @@ def load_suite(directory: Path | str) -> Suite:
 
 
 def load_directory(
-    directory: Path | str, roles: FieldRoles | None = None
+    directory: Path | str,
+    roles: FieldRoles | None = None,
+    *,
+    field_types: Mapping[str, str] | None = None,
 ) -> tuple[PolicySet, Suite]:
     """The policy set and the test suite of a policy directory, or one
     :class:`~control_plane.errors.PolicyLoadError` with every problem of both (what
-    ``policy check`` and ``policy lint`` report before anything else)."""
+    ``policy check`` and ``policy lint`` report before anything else). ``field_types``:
+    the catalog mapping's, so text-field rules are checked and resolved."""
     problems: list[PolicyError] = []
     policy_set = suite = None
     with paused_collection():
         try:
-            policy_set = load_policy_set(directory, roles)
+            policy_set = load_policy_set(directory, roles, field_types=field_types)
         except PolicyLoadError as error:
             problems += error.errors
         try:

@@ -59,6 +59,7 @@ from control_plane.lifecycle.suite import Suite, load_suite, suite_from_json
 from control_plane.loader import PYDANTIC_CODES, build_policy_set, load_policy_set, policy_locations
 from control_plane.policy import Policy, PolicySet
 from control_plane.service import SearchRequest, SearchService
+from control_plane.shopper_language import field_types_of
 from control_plane.times import Clock, iso
 
 ENVIRONMENTS = ("staging", "live")
@@ -240,7 +241,9 @@ class Workflow:
     ) -> VersionState:
         with self._refusals(principal, "apply", None):
             self._require(principal, "apply", "author")
-        policy_set = load_policy_set(directory, self.profile)
+        policy_set = load_policy_set(
+            directory, self.profile, field_types=field_types_of(self.profile)
+        )
         suite = load_suite(directory)
         version = self._stage(
             principal.name, "apply", policy_set, suite, "staging", reason or str(directory),

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from control_plane.loader import dump_policy_yaml, load_policy_set
-from control_plane.policy import RULE_MODELS, SPECIFICITY
+from control_plane.policy import RULE_MODELS, SPECIFICITY, TRIGGER_OPTIONS
 from control_plane.schema import policy_file_schema, render
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,7 +37,7 @@ def test_the_schema_describes_the_yaml_form() -> None:
     defs = policy_file_schema()["$defs"]
     rule_kinds = [next(iter(branch["required"])) for branch in defs["Rule"]["oneOf"]]
     assert rule_kinds == sorted(RULE_MODELS)
-    assert set(defs["Trigger"]["properties"]) == {*SPECIFICITY, "consume"}
+    assert set(defs["Trigger"]["properties"]) == {*SPECIFICITY, *TRIGGER_OPTIONS}
     assert "kind" not in defs["Trigger"]["properties"]
     assert set(defs["ActiveWindow"]["properties"]) == {"from", "until"}
     assert "Pattern" not in defs
