@@ -146,7 +146,7 @@ def _throughput(
 
 
 def run(
-    engine: Engine, url: str, workers: int, seconds: float, rounds: int, batching: str = "strict_first"
+    engine: Engine, url: str, workers: int, seconds: float, rounds: int, batching: str = "serial"
 ) -> dict[str, Any]:
     settings = Settings(engine=EngineSettings(url=url, timeout_s=30))
     settings = settings.model_copy(
@@ -226,9 +226,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="govsearch serve --workers (default: the number of CPUs)")
     parser.add_argument("--seconds", type=float, default=10.0, help="each throughput phase (default 10)")
     parser.add_argument("--rounds", type=int, default=20, help="single-client rounds over the intents")
-    parser.add_argument("--tier-batching", default="strict_first",
+    parser.add_argument("--tier-batching", default="serial",
                         choices=("together", "strict_first", "serial"),
-                        help="the server's search.tier_batching (default strict_first)")
+                        help="the server's search.tier_batching (default serial, the server's)")
     parser.add_argument("--out", type=Path, help="result file (default bench/results/<date>-http.json)")
     args = parser.parse_args(argv)
     out = args.out or RESULTS / f"{system_clock().date().isoformat()}-http.json"

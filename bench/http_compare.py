@@ -38,7 +38,7 @@ from control_plane.times import system_clock
 def _serve_checkout(url: str, workers: int, directory: Path, checkout: Path) -> Any:
     os.environ["PYTHONPATH"] = str(checkout)
     try:
-        return bench_http._serve(url, workers, directory, "strict_first")
+        return bench_http._serve(url, workers, directory, "serial")
     finally:
         del os.environ["PYTHONPATH"]
 
@@ -67,7 +67,7 @@ def run(engine: Engine, url: str, before: Path, workers: int, seconds: float, ro
 
     with tempfile.TemporaryDirectory() as old_dir, tempfile.TemporaryDirectory() as new_dir:
         old, old_url = _serve_checkout(url, workers, Path(old_dir), before)
-        new, new_url = bench_http._serve(url, workers, Path(new_dir), "strict_first")
+        new, new_url = bench_http._serve(url, workers, Path(new_dir), "serial")
         try:
             call = {"governed": warm, "governed_cold": cold, "raw": raw, "before": warm, "before_cold": cold}
             bases = {"governed": new_url, "governed_cold": new_url, "raw": url,

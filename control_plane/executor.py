@@ -36,8 +36,8 @@ Render = Callable[[Tier], RenderedTier]
 """the rendered body of a tier (rendered once, or taken from the plan cache)"""
 
 Batching = Literal["together", "strict_first", "serial"]
-"""how a plan's tiers are sent when nothing is known about it yet: all in one request,
-strict alone then the others in one request, or one request per tier"""
+"""how a plan's tiers are sent when nothing is known about it yet (its first run): all in
+one request, strict alone then the others in one request, or one request per tier"""
 
 
 @dataclass(frozen=True)
@@ -86,13 +86,19 @@ def tier_batches(
     """The tiers in the batches they are sent in. ``stop_tier``: where the fallback stopped
     the last time this plan ran (the plan cache remembers it); every tier up to it goes in
     the first batch, so a repeated request takes one round trip and asks the engine for
-    no tier the previous answer did not need."""
+    no tier the previous answer did not need. Without it, ``batching`` decides."""
     tiers = tuple(tiers)
-    if batching == "serial":
-        return tuple((tier,) for tier in tiers)
     known = [n for n, tier in enumerate(tiers) if tier == stop_tier]
-    cut = known[0] + 1 if known else len(tiers) if batching == "together" else 1
-    return tuple(batch for batch in (tiers[:cut], tiers[cut:]) if batch)
+    if known:
+        cut = known[0] + 1
+    elif batching == "serial":
+        cut = 1
+    else:
+        cut = len(tiers) if batching == "together" else 1
+    first, rest = tiers[:cut], tiers[cut:]
+    if batching == "serial":  # what the last run did not reach: one tier at a time
+        return (first, *((tier,) for tier in rest))
+    return tuple(batch for batch in (first, rest) if batch)
 
 
 def execute(

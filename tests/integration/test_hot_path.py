@@ -154,10 +154,11 @@ def test_tiers_sent_together_choose_what_serial_tiers_choose(
     requests = load_queries(QUERIES)
     fallbacks = 0
     for request in requests:
-        serial = services["serial"].search(request, now).execution
+        serial = services["serial"].search(request, now).execution  # cold: one request per tier
+        assert serial.round_trips == len(serial.runs)
         fallbacks += len(serial.runs) > 1
-        for batching in ("together", "strict_first"):
-            cold = services[batching].search(request, now)
+        for batching in ("together", "strict_first", "serial"):
+            cold = services[batching].search(request, now)  # "serial": the plan cached above
             warm = services[batching].search(request, now)  # sends up to where the cold one stopped
             assert warm.compiled.cached
             for outcome in (cold, warm):

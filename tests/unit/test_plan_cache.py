@@ -69,7 +69,9 @@ def test_tier_batches() -> None:
     from control_plane.renderer import TIERS
 
     assert tier_batches(TIERS, "serial") == (("strict",), ("relaxed",), ("broad",))
-    assert tier_batches(TIERS, "serial", "broad") == (("strict",), ("relaxed",), ("broad",))
+    assert tier_batches(TIERS, "serial", "broad") == (TIERS,)
+    assert tier_batches(TIERS, "serial", "strict") == (("strict",), ("relaxed",), ("broad",))
+    assert tier_batches(TIERS, "serial", "relaxed") == (("strict", "relaxed"), ("broad",))
     assert tier_batches(TIERS, "together") == (TIERS,)
     assert tier_batches(TIERS, "strict_first") == (("strict",), ("relaxed", "broad"))
     # where the plan stopped last time: up to it in one request, the rest after
