@@ -184,11 +184,6 @@ class Catalog:
             raise EngineError(f"catalog alias {self.profile.alias}: its statistics could not be read")
         return stats
 
-    def moved(self) -> None:
-        """The catalog alias moved (a load through this process): re-read it now."""
-        with self._lock:
-            self._refresh()
-
     def _due(self) -> bool:
         checked = self._checked_at
         return checked is None or time.monotonic() - checked >= self.watch_interval_s

@@ -19,7 +19,7 @@ from control_plane.config import Settings
 from control_plane.engine import Engine, EnginePartialResults
 from control_plane.executor import Execution, execute, tier_batches, tiers_for
 from control_plane.lifecycle.regression import load_queries
-from control_plane.service import SearchRequest, SearchService
+from control_plane.service import Catalog, SearchRequest, SearchService
 from tests.clocks import FIXED_NOW
 from tests.e2e.conftest import ready, settings  # noqa: F401
 
@@ -251,3 +251,24 @@ def test_an_msearch_item_with_a_failed_shard_fails_closed(
     body = json.dumps({"size": 1, "aggs": {"brands": {"terms": {"field": brand}}}})
     with pytest.raises(EnginePartialResults):
         engine.msearch([(ready.catalog.index, {"size": 0}), (both, body)])
+
+
+def _kinds(sent: list[tuple[str, str, Any]]) -> list[str]:
+    return ["alias" if p.startswith("/_alias/") else "mapping" if p.endswith("/_mapping") else p
+            for _, p, _ in sent]
+
+
+def test_the_catalog_alias_is_watched_not_read_per_request(
+    recording: Recording, ready: Ready  # noqa: F811
+) -> None:
+    profile = profile_of(Settings())
+    assert recording.real.alias_targets(profile.alias) == [ready.catalog.index]
+    watched = Catalog(recording, profile, watch_interval_s=3600)
+    first = watched.stats()
+    assert watched.stats() is first and watched.stats() is first
+    assert _kinds(recording.sent) == ["alias", "mapping"]
+    recording.sent.clear()
+    every_time = Catalog(recording, profile, watch_interval_s=0)
+    every_time.stats()
+    every_time.stats()  # the alias again; the statistics of an unchanged index not again
+    assert _kinds(recording.sent) == ["alias", "mapping", "alias"]
