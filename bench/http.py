@@ -4,11 +4,17 @@
 catalog and policies, starts ``govsearch serve --workers N`` on a free port (its audit log
 in a temporary directory), and measures, interleaved in one run:
 
-- single client: ``POST /v1/search`` (plan cache warm: the intents repeat) against
-  ``POST /<catalog alias>/_search`` with the final DSL the service serves for that intent
-  at the same instant, one httpx client each, the order alternating every round;
+- single client: ``POST /v1/search`` (plan cache warm: the intents repeat), and cold (the
+  same intents, each request under a new ``user_id`` without purchases: a plan-cache miss
+  with its purchases lookup, the same final DSL) against ``POST /<catalog alias>/_search``
+  with the final DSL the service serves for that intent at the same instant, one httpx
+  client each, the order alternating every round;
 - throughput at concurrency 1, 4 and 16: as many threads, each with its own connection,
   sending requests for ``S`` seconds, governed then raw, alternating.
+
+The engine round trips per search, cold and warm, are counted in process
+(``Outcome.engine_requests``) on the same intents. ``--tier-batching`` sets the server's
+``search.tier_batching`` (how the fallback tiers of a plan not run before are sent).
 
 The result goes to ``bench/results/<UTC date>-http.json`` with the command, the machine and
 the load average; the ratios are what to read on a shared machine.
@@ -17,6 +23,7 @@ the load average; the ratios are what to read on a shared machine.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import shlex
 import signal
@@ -45,11 +52,14 @@ GOVSEARCH = Path(sys.executable).parent / "govsearch"
 CONCURRENCY = (1, 4, 16)
 
 
-def _serve(url: str, workers: int, directory: Path) -> tuple[subprocess.Popen[bytes], str]:
+def _serve(
+    url: str, workers: int, directory: Path, batching: str
+) -> tuple[subprocess.Popen[bytes], str]:
     port = environment.free_port()
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("GOVSEARCH_")},
         "GOVSEARCH_ENGINE_URL": url,
+        "GOVSEARCH_TIER_BATCHING": batching,
         "GOVSEARCH_AUDIT_PATH": str(directory / "decisions.jsonl"),
         "GOVSEARCH_AUDIT_KEY_FILE": str(directory / "audit.key"),
     }
@@ -93,9 +103,26 @@ def _single_client(
         for client in clients.values():
             client.close()
     latency = {variant: summary(values) for variant, values in samples.items()}
+    raw = latency["raw"]
     return {"latency": latency,
-            "ratio_p50": round(latency["governed"]["p50_ms"] / latency["raw"]["p50_ms"], 2),
-            "ratio_p95": round(latency["governed"]["p95_ms"] / latency["raw"]["p95_ms"], 2)}
+            "ratio_p50": round(latency["governed"]["p50_ms"] / raw["p50_ms"], 2),
+            "ratio_p95": round(latency["governed"]["p95_ms"] / raw["p95_ms"], 2),
+            "cold_ratio_p50": round(latency["governed_cold"]["p50_ms"] / raw["p50_ms"], 2),
+            "cold_ratio_p95": round(latency["governed_cold"]["p95_ms"] / raw["p95_ms"], 2)}
+
+
+def _round_trips(service: SearchService, intents: list[str], now: Any) -> dict[str, Any]:
+    """Engine requests per search, in process: each intent cold (a new user: a plan-cache
+    miss), then warm (the same request again), and how many tiers it ran."""
+    cold, warm, tiers = [], [], []
+    for number, intent in enumerate(intents):
+        request = SearchRequest(intent=intent, user_id=f"trips-{number}")
+        first = service.search(request, now)
+        cold.append(first.engine_requests)
+        warm.append(service.search(request, now).engine_requests)
+        tiers.append(len(first.execution.runs))
+    return {"cold_mean": round(sum(cold) / len(cold), 2), "warm_mean": round(sum(warm) / len(warm), 2),
+            "cold": cold, "warm": warm, "tiers_run": tiers}
 
 
 def _throughput(
@@ -118,39 +145,53 @@ def _throughput(
     return round(sum(done) / seconds, 1)
 
 
-def run(engine: Engine, url: str, workers: int, seconds: float, rounds: int) -> dict[str, Any]:
+def run(
+    engine: Engine, url: str, workers: int, seconds: float, rounds: int, batching: str = "serial"
+) -> dict[str, Any]:
     settings = Settings(engine=EngineSettings(url=url, timeout_s=30))
+    settings = settings.model_copy(
+        update={"search": settings.search.model_copy(update={"tier_batching": batching})}
+    )
     now = system_clock()  # the server reads the wall clock: the raw DSL is the one it serves now
     prepare(engine, settings, clock=lambda: now)
     service = SearchService(settings, engine, profile_of(settings))
     alias = service.profile.alias
     intents = list(INTENTS)
     dsl = {i: dict(service.search(SearchRequest(intent=i), now).execution.dsl) for i in intents}
+    trips = _round_trips(service, intents, now)
     service.close()
+    users = itertools.count()
 
     def governed(client: httpx.Client, intent: str) -> None:
         client.post("/v1/search", json={"intent": intent}).raise_for_status()
 
+    def governed_cold(client: httpx.Client, intent: str) -> None:
+        body = {"intent": intent, "user_id": f"cold-{next(users)}"}
+        client.post("/v1/search", json=body).raise_for_status()
+
     def raw(client: httpx.Client, intent: str) -> None:
         client.post(f"/{alias}/_search", json=dsl[intent]).raise_for_status()
 
-    call = {"governed": governed, "raw": raw}
+    call = {"governed": governed, "governed_cold": governed_cold, "raw": raw}
     with tempfile.TemporaryDirectory(prefix="govsearch-bench-http-") as directory:
-        process, served = _serve(url, workers, Path(directory))
-        bases = {"governed": served, "raw": url}
+        process, served = _serve(url, workers, Path(directory), batching)
+        bases = {"governed": served, "governed_cold": served, "raw": url}
         try:
             single = _single_client(call, bases, intents, 3, rounds)
             throughput: dict[str, Any] = {}
             for threads in CONCURRENCY:
-                figures = {variant: _throughput(call[variant], bases[variant], intents, threads, seconds)
-                           for variant in ("governed", "raw")}
+                figures: dict[str, Any] = {
+                    variant: _throughput(call[variant], bases[variant], intents, threads, seconds)
+                    for variant in ("governed", "raw")
+                }
                 figures["ratio"] = round(figures["governed"] / figures["raw"], 2)
                 throughput[str(threads)] = figures
         finally:
             process.send_signal(signal.SIGTERM)
             process.wait(timeout=60)
-    return {"http": {"workers": workers, "intents": intents, "rounds": rounds, "seconds": seconds,
-                     "single_client_warm": single, "throughput_req_s": throughput}}
+    return {"http": {"workers": workers, "tier_batching": batching, "intents": intents, "rounds": rounds,
+                     "seconds": seconds, "single_client_warm": single, "throughput_req_s": throughput,
+                     "engine_round_trips": trips}}
 
 
 def report(result: dict[str, Any]) -> str:
@@ -159,15 +200,18 @@ def report(result: dict[str, Any]) -> str:
     lines = [
         f"Command: `{result['command']}` ({result['duration_s']} s); load average"
         f" {result['load_average_at_start']} at start, {result['load_average_at_end']} at end;"
-        f" govsearch serve --workers {http['workers']}",
+        f" govsearch serve --workers {http['workers']}, tier batching {http.get('tier_batching')}",
         "",
-        "| single client, plan cache warm | p50 ms | p95 ms | p99 ms |",
+        "| single client | p50 ms | p95 ms | p99 ms |",
         "| --- | --- | --- | --- |",
     ]
-    for variant in ("governed", "raw"):
+    for variant in ("governed", "governed_cold", "raw"):
         lat = single["latency"][variant]
         lines.append(f"| {variant} | {lat['p50_ms']} | {lat['p95_ms']} | {lat['p99_ms']} |")
-    lines += [f"| governed / raw | {single['ratio_p50']}x | {single['ratio_p95']}x | |", "",
+    trips = http["engine_round_trips"]
+    lines += [f"| warm / raw | {single['ratio_p50']}x | {single['ratio_p95']}x | |",
+              f"| cold / raw | {single['cold_ratio_p50']}x | {single['cold_ratio_p95']}x | |", "",
+              f"Engine round trips per search: {trips['warm_mean']} warm, {trips['cold_mean']} cold.", "",
               "| concurrency | governed req/s | raw req/s | ratio |", "| --- | --- | --- | --- |"]
     for threads, figures in http["throughput_req_s"].items():
         lines.append(f"| {threads} | {figures['governed']} | {figures['raw']} | {figures['ratio']} |")
@@ -182,13 +226,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="govsearch serve --workers (default: the number of CPUs)")
     parser.add_argument("--seconds", type=float, default=10.0, help="each throughput phase (default 10)")
     parser.add_argument("--rounds", type=int, default=20, help="single-client rounds over the intents")
+    parser.add_argument("--tier-batching", default="serial",
+                        choices=("together", "strict_first", "serial"),
+                        help="the server's search.tier_batching (default serial, the server's)")
     parser.add_argument("--out", type=Path, help="result file (default bench/results/<date>-http.json)")
     args = parser.parse_args(argv)
     out = args.out or RESULTS / f"{system_clock().date().isoformat()}-http.json"
     command = "python -m bench.http " + shlex.join(sys.argv[1:] if argv is None else argv)
     result = environment.recorded_run(
         command, args.engine_url, args.heap, out,
-        lambda engine, url: run(engine, url, args.workers, args.seconds, args.rounds),
+        lambda engine, url: run(engine, url, args.workers, args.seconds, args.rounds, args.tier_batching),
     )
     print(report(result))
     print(f"\nwritten to {out}")

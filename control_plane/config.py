@@ -63,8 +63,12 @@ class SearchSettings(Section):
     plan_cache_size: int = Field(default=4096, ge=0)
     require_policy_match: bool = False
     alias_watch_interval_s: float = Field(default=1.0, ge=0)
-    """how often a serving process re-reads the live policies alias (0: on every request); a
-    promotion made through the process itself is picked up at once"""
+    """how often a serving process re-reads the live policies alias and the catalog alias
+    (0: on every request); a promotion made through the process itself is picked up at once"""
+    tier_batching: Literal["together", "strict_first", "serial"] = "serial"
+    """how the fallback tiers of a plan not run before are sent: one request per tier, strict
+    alone then relaxed and broad together, or all in one ``_msearch``; a plan that ran
+    before sends every tier up to where it stopped last time in one request (ADR 0013)"""
 
 
 class ApiSettings(Section):
@@ -197,6 +201,7 @@ ENV_OVERRIDES: dict[str, tuple[str, str]] = {
     "GOVSEARCH_POLICIES_DIR": ("policies", "dir"),
     "GOVSEARCH_POLICIES_INDEX_PREFIX": ("policies", "index_prefix"),
     "GOVSEARCH_MIN_HITS": ("search", "min_hits"),
+    "GOVSEARCH_TIER_BATCHING": ("search", "tier_batching"),
     "GOVSEARCH_REQUEST_DEADLINE": ("api", "request_deadline_s"),
     "GOVSEARCH_KEYS_INDEX": ("auth", "keys_index"),
     "GOVSEARCH_SEARCH_REQUIRES_KEY": ("auth", "search_requires_key"),

@@ -1,14 +1,23 @@
 """Execution: run the rendered plan tier by tier, and never without its constraints.
 
-Tiers run in order -- strict, relaxed, broad -- and the next runs only while the current
-returned fewer than ``min_hits``. Only the base text clause differs between tiers (the
-renderer guarantees it), so every hard constraint is present in every request sent. When
-the plan has no text to relax (empty residual, or the ``browse`` route) one tier runs.
+Tiers are considered in order -- strict, relaxed, broad -- and the next counts only while
+the current returned fewer than ``min_hits``. Only the base text clause differs between
+tiers (the renderer guarantees it), so every hard constraint is present in every request
+sent. When the plan has no text to relax (empty residual, or the ``browse`` route) one
+tier runs.
 
 The tier served is the first that reached ``min_hits``; when none did, the one with the
 most hits (the earliest on ties); when all returned nothing, the answer is
-``no_results`` with a reason. Facets and pagination come from the tier served. An engine
-failure propagates as :class:`~control_plane.engine.EngineError`: the caller fails closed.
+``no_results`` with a reason. Facets and pagination come from the tier served.
+
+Round trips: the tiers are sent in *batches*, each batch one ``_msearch`` request
+(:func:`tier_batches`). The choice above is made on the answers in tier order exactly as
+if the tiers had run one after another: a tier sent in the same batch after the first
+that reached ``min_hits`` is ignored (not served, not reported in ``runs``), and a later
+batch is sent only while no tier reached ``min_hits``. Batching changes the number of
+round trips, never the answer. An engine failure, an item that failed and an item that
+lacks a shard (partial results) all raise :class:`~control_plane.engine.EngineError`: the
+caller fails closed.
 """
 
 from __future__ import annotations
@@ -20,9 +29,15 @@ from typing import Any, Literal
 
 from control_plane.engine import Engine
 from control_plane.plan import Plan
+from control_plane.plan_cache import RenderedTier
 from control_plane.renderer import TIERS, Tier, parse_clause_name
 
-Render = Callable[[Tier], dict[str, Any]]
+Render = Callable[[Tier], RenderedTier]
+"""the rendered body of a tier (rendered once, or taken from the plan cache)"""
+
+Batching = Literal["together", "strict_first", "serial"]
+"""how a plan's tiers are sent when nothing is known about it yet (its first run): all in
+one request, strict alone then the others in one request, or one request per tier"""
 
 
 @dataclass(frozen=True)
@@ -39,6 +54,9 @@ class TierRun:
     tier: Tier
     total: int
     took_ms: float
+    """the round trip the tier was sent in (shared by the tiers of one batch)"""
+    start_ns: int = 0
+    """``perf_counter_ns`` when that round trip started"""
 
 
 @dataclass(frozen=True)
@@ -52,12 +70,35 @@ class Execution:
     """the request body of the tier served (or of the last tier tried)"""
     runs: tuple[TierRun, ...] = field(default=())
     reason: str | None = None
+    round_trips: int = 0
+    """engine requests the tiers took (batches sent)"""
 
 
 def tiers_for(plan: Plan) -> tuple[Tier, ...]:
     if not plan.residual.strip() or plan.route == "browse":
         return ("strict",)
     return TIERS
+
+
+def tier_batches(
+    tiers: Sequence[Tier], batching: Batching, stop_tier: str | None = None
+) -> tuple[tuple[Tier, ...], ...]:
+    """The tiers in the batches they are sent in. ``stop_tier``: where the fallback stopped
+    the last time this plan ran (the plan cache remembers it); every tier up to it goes in
+    the first batch, so a repeated request takes one round trip and asks the engine for
+    no tier the previous answer did not need. Without it, ``batching`` decides."""
+    tiers = tuple(tiers)
+    known = [n for n, tier in enumerate(tiers) if tier == stop_tier]
+    if known:
+        cut = known[0] + 1
+    elif batching == "serial":
+        cut = 1
+    else:
+        cut = len(tiers) if batching == "together" else 1
+    first, rest = tiers[:cut], tiers[cut:]
+    if batching == "serial":  # what the last run did not reach: one tier at a time
+        return (first, *((tier,) for tier in rest))
+    return tuple(batch for batch in (first, rest) if batch)
 
 
 def execute(
@@ -67,17 +108,27 @@ def execute(
     render: Render,
     *,
     min_hits: int,
+    batches: Sequence[Sequence[Tier]] | None = None,
 ) -> Execution:
+    """Run ``plan``'s tiers on ``index`` in ``batches`` (default: one tier per request)."""
     runs: list[TierRun] = []
-    answers: list[tuple[Tier, dict[str, Any], dict[str, Any]]] = []
-    for tier in tiers_for(plan):
-        body = render(tier)
-        started = time.perf_counter()
-        response = engine.search(index, body)
-        total = int(response["hits"]["total"]["value"])
-        runs.append(TierRun(tier, total, round((time.perf_counter() - started) * 1000, 3)))
-        answers.append((tier, body, response))
-        if total >= min_hits:
+    answers: list[tuple[Tier, Mapping[str, Any], dict[str, Any]]] = []
+    round_trips = 0
+    for batch in batches if batches is not None else tier_batches(tiers_for(plan), "serial"):
+        bodies = [render(tier) for tier in batch]
+        started = time.perf_counter_ns()
+        responses = engine.msearch([(index, body.text) for body in bodies])
+        round_trips += 1
+        took = round((time.perf_counter_ns() - started) / 1e6, 3)
+        reached = False
+        for tier, rendered, response in zip(batch, bodies, responses, strict=True):
+            total = int(response["hits"]["total"]["value"])
+            runs.append(TierRun(tier, total, took, started))
+            answers.append((tier, rendered.body, response))
+            if total >= min_hits:
+                reached = True
+                break
+        if reached:
             break
     tier, body, response = _served(answers, min_hits)
     total = int(response["hits"]["total"]["value"])
@@ -92,6 +143,7 @@ def execute(
             dsl=body,
             runs=tuple(runs),
             reason=f"no product satisfies the policy constraints and the text in any tier ({tried})",
+            round_trips=round_trips,
         )
     return Execution(
         status="ok",
@@ -101,13 +153,14 @@ def execute(
         facets=facets_from(response.get("aggregations") or {}),
         dsl=body,
         runs=tuple(runs),
+        round_trips=round_trips,
     )
 
 
 def _served(
-    answers: Sequence[tuple[Tier, dict[str, Any], dict[str, Any]]], min_hits: int
-) -> tuple[Tier, dict[str, Any], dict[str, Any]]:
-    def total(answer: tuple[Tier, dict[str, Any], dict[str, Any]]) -> int:
+    answers: Sequence[tuple[Tier, Mapping[str, Any], dict[str, Any]]], min_hits: int
+) -> tuple[Tier, Mapping[str, Any], dict[str, Any]]:
+    def total(answer: tuple[Tier, Mapping[str, Any], dict[str, Any]]) -> int:
         return int(answer[2]["hits"]["total"]["value"])
 
     if total(answers[-1]) >= min_hits:

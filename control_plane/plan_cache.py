@@ -3,20 +3,85 @@ market, user). Dropped whole when the policy-set version changes. An entry holds
 between the active-window boundaries around the time it was compiled for: it expires at
 the next one, so a campaign that starts at midnight is never hidden by a plan cached the
 evening before, and a request for an earlier time (a fixed ``now`` in a test, a replay)
-never gets a plan compiled for a later window."""
+never gets a plan compiled for a later window.
+
+A cached plan carries its :class:`Renderings`: the request body of each tier it was
+rendered to, already serialised (keyed by tier, page, size and the personalization boosts
+of the request), the explanation's JSON data, the plan's digest and the tier the fallback
+stopped at last time. A hit whose boosts re-age to the same values reuses those bytes: no
+composition, no rendering, no serialisation."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from control_plane.policy import PolicySet
 from control_plane.policy_index import index_of
 
 T = TypeVar("T")
+V = TypeVar("V")
+
+RENDERINGS_PER_PLAN = 32
+"""rendered bodies kept per cached plan (pages, sizes, boosts): the oldest goes first"""
+
+
+@dataclass(frozen=True)
+class RenderedTier:
+    """One tier's request body as rendered (never changed once built) and as sent."""
+
+    body: Mapping[str, Any]
+    text: str
+    """``body`` as one line of JSON text, the form ``_msearch`` sends"""
+
+    @classmethod
+    def of(cls, body: Mapping[str, Any]) -> RenderedTier:
+        return cls(body, json.dumps(body, ensure_ascii=False))
+
+
+class Renderings:
+    """What one compiled plan rendered to, shared by every hit on it. Values are computed
+    once and then only read; two threads computing the same value at once store equal
+    values, so the lock guards the dictionaries' shape only."""
+
+    def __init__(self, limit: int = RENDERINGS_PER_PLAN) -> None:
+        self.limit = limit
+        self._bodies: OrderedDict[Hashable, RenderedTier] = OrderedDict()
+        self._memo: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self.stop_tier: str | None = None
+        """the last tier the fallback ran for this plan (where the last request stopped):
+        the next request sends every tier up to it in one round trip"""
+
+    def body(self, key: Hashable, render: Callable[[], Mapping[str, Any]]) -> RenderedTier:
+        """The rendered body for ``key``, rendering it (``render()``) only the first time."""
+        with self._lock:
+            rendered = self._bodies.get(key)
+            if rendered is not None:
+                self._bodies.move_to_end(key)
+                return rendered
+        rendered = RenderedTier.of(render())
+        with self._lock:
+            self._bodies[key] = rendered
+            while len(self._bodies) > self.limit:
+                self._bodies.popitem(last=False)
+        return rendered
+
+    def memo(self, name: str, compute: Callable[[], V]) -> V:
+        """``compute()`` once per plan (the explanation's data, the plan's digest)."""
+        try:
+            value: V = self._memo[name]
+        except KeyError:
+            value = self._memo[name] = compute()
+        return value
+
+    def __len__(self) -> int:
+        return len(self._bodies)
 
 
 def window_edges(policy_set: PolicySet) -> list[datetime]:

@@ -37,11 +37,17 @@ from control_plane.catalog.profile import CatalogProfile
 from control_plane.catalog.stats import CategoryStats, stats_from_json
 from control_plane.composer import ComposeContext, compose
 from control_plane.config import Settings
-from control_plane.engine import Engine, EngineError
-from control_plane.executor import Execution, execute
+from control_plane.engine import Engine, EngineError, counted_requests
+from control_plane.executor import Execution, execute, tier_batches, tiers_for
 from control_plane.intent_text import NormalisedIntent, normalise, normalise_intent
 from control_plane.plan import Composition
-from control_plane.plan_cache import PlanCache, next_boundary, previous_boundary
+from control_plane.plan_cache import (
+    PlanCache,
+    RenderedTier,
+    Renderings,
+    next_boundary,
+    previous_boundary,
+)
 from control_plane.policy import Policy
 from control_plane.renderer import Tier, render
 
@@ -103,6 +109,19 @@ class Compiled:
     normalisation: NormalisedIntent | None = None
     """what normalising this request's intent did (per request: a cached plan is shared by
     every spelling that normalises to the same text)"""
+    renderings: Renderings = field(default_factory=Renderings, compare=False, repr=False)
+    """the bodies this plan rendered to and what was serialised from it, shared by every
+    hit on the cached plan (:class:`~control_plane.plan_cache.Renderings`)"""
+
+    def explanation_data(self) -> dict[str, Any]:
+        """The composition's explanation as JSON data, dumped once per plan (read only)."""
+        return self.renderings.memo(
+            "explanation", lambda: json.loads(self.composition.explanation.model_dump_json())
+        )
+
+    def plan_data(self) -> dict[str, Any]:
+        """The plan as JSON data, dumped once per plan (read only)."""
+        return self.renderings.memo("plan", lambda: json.loads(self.composition.plan.model_dump_json()))
 
 
 @dataclass(frozen=True)
@@ -127,30 +146,68 @@ class Outcome:
     latency_ms: Mapping[str, float] = field(default_factory=dict)
     stages: tuple[StageTiming, ...] = ()
     """percolate, purchases, compose, render.<tier>, tier.<tier>, in start order"""
+    engine_requests: int = 0
+    """engine round trips this request made (alias and catalog watches included when due)"""
 
 
 class Catalog:
     """The live catalog: its alias, and the price statistics stored with its index (503
-    ``catalog_ambiguous`` when the alias points to several indices)."""
+    ``catalog_ambiguous`` when the alias points to several indices).
 
-    def __init__(self, engine: Engine, profile: CatalogProfile) -> None:
+    The alias is watched like the policies alias: re-read at most every
+    ``watch_interval_s`` (``time.monotonic``) by the first request that finds the check
+    due, the statistics read once per index; meanwhile every request uses what was last
+    read, with no engine round trip. Only the first read (nothing known yet) makes
+    requests wait."""
+
+    def __init__(self, engine: Engine, profile: CatalogProfile, *, watch_interval_s: float = 0.0) -> None:
         self.engine = engine
         self.profile = profile
-        self._stats: dict[str, dict[str, CategoryStats]] = {}
+        self.watch_interval_s = watch_interval_s
+        self._index: str | None = None
+        self._stats: dict[str, CategoryStats] | None = None
+        self._refusal: EngineError | None = None
+        self._checked_at: float | None = None
         self._lock = threading.Lock()
 
     def stats(self) -> dict[str, CategoryStats]:
-        index = policy_store.single_target(self.engine, self.profile.alias, CATALOG_AMBIGUOUS)
+        if self._due() and self._lock.acquire(blocking=self._stats is None and self._refusal is None):
+            try:
+                if self._due():
+                    self._refresh()
+            finally:
+                self._lock.release()
+        refusal, stats = self._refusal, self._stats
+        if refusal is not None:
+            raise refusal
+        if stats is None:  # the first read failed for this request's waiters
+            raise EngineError(f"catalog alias {self.profile.alias}: its statistics could not be read")
+        return stats
+
+    def _due(self) -> bool:
+        checked = self._checked_at
+        return checked is None or time.monotonic() - checked >= self.watch_interval_s
+
+    def _refresh(self) -> None:
+        """Read the alias, and the statistics when it moved. Called with ``_lock`` held."""
+        started = time.monotonic()
+        try:
+            index = policy_store.single_target(self.engine, self.profile.alias, CATALOG_AMBIGUOUS)
+        except policy_store.AmbiguousAlias as ambiguous:
+            self._refusal, self._checked_at = ambiguous, started
+            return
         if index is None:
-            raise EngineError(
+            self._refusal = EngineError(
                 f"catalog alias {self.profile.alias} points to no index: load the catalog first"
             )
-        with self._lock:
-            if index not in self._stats:
-                mapping = self.engine.request("GET", f"/{index}/_mapping")
-                meta = mapping[index]["mappings"].get("_meta", {}).get("govsearch", {})
-                self._stats = {index: stats_from_json(json.dumps(meta.get("price_stats", {})))}
-            return self._stats[index]
+            self._checked_at = started
+            return
+        if index != self._index or self._stats is None:
+            mapping = self.engine.request("GET", f"/{index}/_mapping")
+            meta = mapping[index]["mappings"].get("_meta", {}).get("govsearch", {})
+            self._stats = stats_from_json(json.dumps(meta.get("price_stats", {})))
+            self._index = index
+        self._refusal, self._checked_at = None, started
 
 
 class SearchService:
@@ -172,7 +229,7 @@ class SearchService:
         self.env = env
         self.index = index
         """a concrete policies index to serve instead of ``env``'s alias (tests, diffs)"""
-        self.catalog = Catalog(engine, profile)
+        self.catalog = Catalog(engine, profile, watch_interval_s=settings.search.alias_watch_interval_s)
         self.cache: PlanCache[Compiled] = PlanCache(settings.search.plan_cache_size)
         self._served: Snapshot | None = None
         """what requests are served from now (replaced whole, never changed in place)"""
@@ -329,27 +386,53 @@ class SearchService:
             size=request.size,
         )
 
-    @deadline.enforced
-    def search(self, request: SearchRequest, now: datetime) -> Outcome:
-        """Compile ``request`` at ``now`` and execute it, falling back tier by tier."""
-        stages: list[StageTiming] = []
-        started = time.perf_counter()
-        compiled = self._compile(request, now, stages)
-        compiled_at = time.perf_counter()
+    def rendered(
+        self,
+        compiled: Compiled,
+        request: SearchRequest,
+        tier: Tier,
+        stages: list[StageTiming] | None = None,
+    ) -> RenderedTier:
+        """``tier``'s body for ``request``, rendered once per plan, page, size and boosts
+        (a hit whose purchase boosts re-age to other values renders anew); the rendering,
+        when there is one, is timed into ``stages``."""
+        key = (tier, request.page, request.size, compiled.personalization)
 
-        def render_tier(tier: Tier) -> dict[str, Any]:
+        def render() -> dict[str, Any]:
+            if stages is None:
+                return self.render(compiled, request, tier)
             body: dict[str, Any] = _timed(stages, f"render.{tier}", self.render, compiled, request, tier)
             return body
 
-        execution = execute(
-            self.engine,
-            self.profile.alias,
-            compiled.composition.plan,
-            render_tier,
-            min_hits=self.settings.search.min_hits,
-        )
-        done = time.perf_counter()
-        stages.extend(_tier_timings(stages, execution))
+        return compiled.renderings.body(key, render)
+
+    @deadline.enforced
+    def search(self, request: SearchRequest, now: datetime) -> Outcome:
+        """Compile ``request`` at ``now`` and execute it, falling back tier by tier."""
+        with counted_requests() as requests:
+            stages: list[StageTiming] = []
+            started = time.perf_counter()
+            compiled = self._compile(request, now, stages)
+            compiled_at = time.perf_counter()
+
+            def render_tier(tier: Tier) -> RenderedTier:
+                return self.rendered(compiled, request, tier, stages)
+
+            plan = compiled.composition.plan
+            renderings = compiled.renderings
+            execution = execute(
+                self.engine,
+                self.profile.alias,
+                plan,
+                render_tier,
+                min_hits=self.settings.search.min_hits,
+                batches=tier_batches(
+                    tiers_for(plan), self.settings.search.tier_batching, renderings.stop_tier
+                ),
+            )
+            renderings.stop_tier = execution.runs[-1].tier
+            done = time.perf_counter()
+        stages.extend(_tier_timings(execution))
         latency = {
             "compile": round((compiled_at - started) * 1000, 3),
             "execute": round((done - compiled_at) * 1000, 3),
@@ -362,6 +445,7 @@ class SearchService:
             latency_ms=latency,
             stages=tuple(sorted(stages, key=lambda stage: stage.start_ns)),
             now=now,
+            engine_requests=requests[0],
         )
 
 
@@ -374,14 +458,9 @@ def _timed(stages: list[StageTiming], name: str, run: Callable[..., Any], *args:
         stages.append(StageTiming(name, start, time.perf_counter_ns()))
 
 
-def _tier_timings(stages: list[StageTiming], execution: Execution) -> list[StageTiming]:
-    """Each tier's engine round trip, placed right after that tier's render."""
-    renders = {stage.name: stage for stage in stages if stage.name.startswith("render.")}
-    timings = []
-    for run in execution.runs:
-        render_stage = renders.get(f"render.{run.tier}")
-        if render_stage is not None:
-            start = render_stage.end_ns
-            timings.append(StageTiming(f"tier.{run.tier}", start, start + int(run.took_ms * 1e6)))
-    return timings
-
+def _tier_timings(execution: Execution) -> list[StageTiming]:
+    """Each tier's engine round trip (the tiers sent together share theirs)."""
+    return [
+        StageTiming(f"tier.{run.tier}", run.start_ns, run.start_ns + int(run.took_ms * 1e6))
+        for run in execution.runs
+    ]

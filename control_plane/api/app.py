@@ -22,7 +22,7 @@ from control_plane.times import Clock
 
 def explanation_of(outcome_or_compiled: Any, tier: str | None, dsl: Any) -> dict[str, Any]:
     compiled = getattr(outcome_or_compiled, "compiled", outcome_or_compiled)
-    explanation: dict[str, Any] = json.loads(compiled.composition.explanation.model_dump_json())
+    explanation: dict[str, Any] = dict(compiled.explanation_data())  # dumped once per cached plan
     explanation["tier"] = tier
     explanation["dsl"] = dsl
     explanation["personalization"] = [list(p) for p in compiled.personalization]

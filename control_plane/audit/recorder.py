@@ -14,7 +14,6 @@ records or T seconds and on ``close`` (the API's shutdown, the CLI's exit).
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import os
 import secrets
@@ -94,7 +93,7 @@ class AgentTurn:
 def _compiled_fields(compiled: Compiled, raw: bool, served: bool = True) -> dict[str, Any]:
     """What the plan says. ``served=False`` (the agent abstained after compiling): the
     policies matched, but nothing was applied to a search."""
-    explanation = explanation_fields(json.loads(compiled.composition.explanation.model_dump_json()), raw)
+    explanation = explanation_fields(compiled.explanation_data(), raw)  # dumped once per cached plan
     fields: dict[str, Any] = {
         "policy_set_version": compiled.policy_set_version,
         "cached": compiled.cached,
@@ -103,7 +102,9 @@ def _compiled_fields(compiled: Compiled, raw: bool, served: bool = True) -> dict
     }
     if served:
         fields["applied_policies"] = list(compiled.composition.plan.applied)
-        fields["plan_sha256"] = sha256_json(json.loads(compiled.composition.plan.model_dump_json()))
+        fields["plan_sha256"] = compiled.renderings.memo(
+            "plan_sha256", lambda: sha256_json(compiled.plan_data())
+        )
     else:
         fields["applied"] = []
     return fields

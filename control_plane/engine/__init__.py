@@ -13,6 +13,7 @@ from control_plane.engine.base import (
     EnginePartialResults,
     EngineTimeout,
     EngineUnavailable,
+    counted_requests,
 )
 from control_plane.engine.connect import connect, detect_kind
 
@@ -24,5 +25,6 @@ __all__ = [
     "EngineTimeout",
     "EngineUnavailable",
     "connect",
+    "counted_requests",
     "detect_kind",
 ]

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Literal
 from urllib.parse import quote
 
@@ -39,6 +41,30 @@ class EngineTimeout(EngineUnavailable):
     """The engine did not answer within the configured timeout."""
 
     code = "engine_timeout"
+
+
+_REQUESTS: ContextVar[list[int] | None] = ContextVar("govsearch_engine_requests", default=None)
+"""the engine requests counter of the current context (see :func:`counted_requests`)"""
+
+
+@contextmanager
+def counted_requests() -> Iterator[list[int]]:
+    """Count the engine round trips made in this context while the block runs (threads
+    that run a copy of the context, such as the service's purchases lookup, count too):
+    yields a one-element list holding the count."""
+    count = [0]
+    token = _REQUESTS.set(count)
+    try:
+        yield count
+    finally:
+        _REQUESTS.reset(token)
+
+
+def note_request() -> None:
+    """One engine round trip is being sent (each adapter's ``request`` calls this)."""
+    count = _REQUESTS.get()
+    if count is not None:
+        count[0] += 1
 
 
 def _path(*parts: str) -> str:
@@ -179,31 +205,29 @@ class Engine(ABC):
         result: dict[str, Any] = self.request(
             "POST", _path(index, "_search"), body=body, timeout_s=timeout_s
         )
-        shards = result.get("_shards") or {}
-        if shards.get("failed"):
-            raise EnginePartialResults(
-                f"search on {index}: {shards['failed']} of {shards.get('total')} shards failed:"
-                f" {_reason((shards.get('failures') or [{}])[0].get('reason'))}",
-                status=503,
-                info=shards.get("failures"),
-            )
+        _complete(result, f"search on {index}")
         return result
 
-    def msearch(self, searches: Sequence[tuple[str, Mapping[str, Any]]]) -> list[dict[str, Any]]:
-        """Run several searches in one round trip; each answer or raise on the first error."""
+    def msearch(
+        self, searches: Sequence[tuple[str, Mapping[str, Any] | str]]
+    ) -> list[dict[str, Any]]:
+        """Run several searches in one round trip; each answer, or raise on the first item
+        that failed or that lacks a shard (partial results fail closed, as in :meth:`search`).
+        A body may be given already serialised (one line of JSON text): it is sent as is."""
         lines = []
         for index, body in searches:
             lines.append(json.dumps({"index": index}))
-            lines.append(json.dumps(body, ensure_ascii=False))
+            lines.append(body if isinstance(body, str) else json.dumps(body, ensure_ascii=False))
         result = self.request("POST", "/_msearch", body="\n".join(lines) + "\n")
         responses: list[dict[str, Any]] = result["responses"]
-        for response in responses:
+        for (index, _), response in zip(searches, responses, strict=True):
             if "error" in response:
                 raise EngineError(
                     f"msearch item failed: {_reason(response['error'])}",
                     status=response.get("status"),
                     info=response["error"],
                 )
+            _complete(response, f"msearch item on {index}")
         return responses
 
     def percolate(
@@ -273,6 +297,18 @@ def with_replicas(body: Mapping[str, Any], nodes: int) -> dict[str, Any]:
     replicas = max(int(given or 0), 1 if nodes > 1 else 0)
     settings["number_of_replicas"] = replicas
     return {**body, "settings": settings}
+
+
+def _complete(result: Mapping[str, Any], what: str) -> None:
+    """Raise EnginePartialResults when a shard failed answering ``result``."""
+    shards = result.get("_shards") or {}
+    if shards.get("failed"):
+        raise EnginePartialResults(
+            f"{what}: {shards['failed']} of {shards.get('total')} shards failed:"
+            f" {_reason((shards.get('failures') or [{}])[0].get('reason'))}",
+            status=503,
+            info=shards.get("failures"),
+        )
 
 
 def _reason(error: Any) -> str:

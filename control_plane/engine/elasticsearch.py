@@ -16,6 +16,7 @@ from control_plane.engine.base import (
     EngineTimeout,
     EngineUnavailable,
     error_reason,
+    note_request,
 )
 
 _JSON = "application/vnd.elasticsearch+json; compatible-with=8"
@@ -38,6 +39,7 @@ class ElasticsearchEngine(Engine):
         timeout_s: float | None = None,
     ) -> Any:
         content = _NDJSON if isinstance(body, str) else _JSON
+        note_request()
         headers = {"accept": _JSON}
         if body is not None:
             headers["content-type"] = content

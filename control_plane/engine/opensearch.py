@@ -15,6 +15,7 @@ from control_plane.engine.base import (
     EngineTimeout,
     EngineUnavailable,
     error_reason,
+    note_request,
 )
 
 
@@ -36,6 +37,7 @@ class OpenSearchEngine(Engine):
         timeout_s: float | None = None,
     ) -> Any:
         headers = {"content-type": "application/x-ndjson"} if isinstance(body, str) else None
+        note_request()
         timeout = deadline.call_timeout(timeout_s or self.timeout_s)
         try:
             result = self._client.transport.perform_request(

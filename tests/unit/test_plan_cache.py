@@ -38,3 +38,44 @@ def test_an_entry_before_every_window_expires_at_the_first() -> None:
     cache = cached_at(NOV_30)
     assert cache.get("v", "k", datetime(2026, 11, 1, tzinfo=UTC)) == "plan"
     assert cache.get("v", "k", DEC_10) is None
+
+
+# --- what a cached plan rendered to -------------------------------------------------------
+
+
+def test_a_rendering_is_made_once_per_key_and_kept_as_sent() -> None:
+    from control_plane.plan_cache import Renderings
+
+    renderings = Renderings(limit=2)
+    calls: list[str] = []
+
+    def render(name: str) -> dict[str, object]:
+        calls.append(name)
+        return {"query": {"match": {"title": "chocolat noir"}}, "name": name}
+
+    first = renderings.body("a", lambda: render("a"))
+    assert renderings.body("a", lambda: render("again")) is first and calls == ["a"]
+    assert first.text == '{"query": {"match": {"title": "chocolat noir"}}, "name": "a"}'
+    renderings.body("b", lambda: render("b"))
+    renderings.body("c", lambda: render("c"))  # over the limit: the least recently used goes
+    assert len(renderings) == 2
+    renderings.body("a", lambda: render("a"))
+    assert calls == ["a", "b", "c", "a"]
+    assert renderings.memo("x", lambda: [1]) is renderings.memo("x", lambda: [2])
+
+
+def test_tier_batches() -> None:
+    from control_plane.executor import tier_batches
+    from control_plane.renderer import TIERS
+
+    assert tier_batches(TIERS, "serial") == (("strict",), ("relaxed",), ("broad",))
+    assert tier_batches(TIERS, "serial", "broad") == (TIERS,)
+    assert tier_batches(TIERS, "serial", "strict") == (("strict",), ("relaxed",), ("broad",))
+    assert tier_batches(TIERS, "serial", "relaxed") == (("strict", "relaxed"), ("broad",))
+    assert tier_batches(TIERS, "together") == (TIERS,)
+    assert tier_batches(TIERS, "strict_first") == (("strict",), ("relaxed", "broad"))
+    # where the plan stopped last time: up to it in one request, the rest after
+    assert tier_batches(TIERS, "together", "strict") == (("strict",), ("relaxed", "broad"))
+    assert tier_batches(TIERS, "strict_first", "relaxed") == (("strict", "relaxed"), ("broad",))
+    assert tier_batches(TIERS, "strict_first", "broad") == (TIERS,)
+    assert tier_batches(("strict",), "together", "broad") == (("strict",),)
