@@ -49,7 +49,7 @@ Commit = Literal["group", "queued"]
 RETRY_CHECKPOINT_S = 5.0
 """how long a failed checkpoint waits before the next interval try (shutdown always tries)"""
 WAIT_S = 1.0
-"""how often ``retry`` looks again whether the writer is still alive while it waits"""
+"""how often a waiting request (or ``retry``) looks again whether the writer is still alive"""
 
 
 class AuditBacklog(Exception):
@@ -166,7 +166,8 @@ class ChainedLog:
             if self._commit == "queued":
                 return None
             while not ticket.tried:
-                self._state.wait()
+                if not self._state.wait(timeout=WAIT_S) and not self._running():
+                    self._start()  # a writer that died (a bug) must not leave requests waiting
         return ticket.sealed
 
     def full(self) -> bool:
@@ -258,7 +259,11 @@ class ChainedLog:
                 self.last_error = None
             except (SinkError, EngineError, OSError, AuditKeyError) as failure:
                 error = failure
-                self.last_error = str(failure)
+            except Exception as failure:  # a bug: held and reported like a sink failure, never fatal
+                log.exception("audit writer failed on a batch of %d record(s)", len(batch))
+                error = failure
+            if error is not None:
+                self.last_error = str(error)
                 self.metrics.sink_failures.labels(self.sink.name).inc()
             self._checkpoint_if_due()
         with self._state:
