@@ -189,17 +189,22 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
     from control_plane.api import create_app
+    from control_plane.api.serving import log_config
 
     host, port = args.host or settings.api.host, args.port or settings.api.port
     workers = args.workers or os.cpu_count() or 1
+    logging_options: dict[str, Any] = {
+        "log_level": "info", "log_config": log_config(), "access_log": settings.api.access_log
+    }
     if workers == 1:
-        uvicorn.run(create_app(_service(args, settings), clock=CLOCK), host=host, port=port, log_level="info")
+        app = create_app(_service(args, settings), clock=CLOCK)
+        uvicorn.run(app, host=host, port=port, **logging_options)
         return EXIT_OK
     if args.config:  # the workers read their settings again, from the same file
         os.environ["GOVSEARCH_CONFIG"] = str(Path(args.config).resolve())
     os.environ["GOVSEARCH_CATALOG"] = settings.selected_catalog  # ... for the same catalog
     uvicorn.run("control_plane.api.worker:build", factory=True, workers=workers, host=host, port=port,
-                log_level="info")
+                **logging_options)
     return EXIT_OK
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, PrivateAttr
 
 EngineKind = Literal["auto", "opensearch", "elasticsearch"]
 
@@ -35,6 +35,10 @@ class EngineSettings(Section):
     url: str = "http://127.0.0.1:9200"
     kind: EngineKind = "auto"
     timeout_s: float = Field(default=5.0, gt=0)
+    connections: int = Field(default=64, ge=1)
+    """connections kept open to the engine (the client's pool; OpenSearch's urllib3 default
+    is 1): at least ``api.threads`` plus the service's tier pool, so no request opens and
+    drops a connection of its own"""
     local: LocalEngineSettings = LocalEngineSettings()
 
 
@@ -79,6 +83,11 @@ class ApiSettings(Section):
     request_deadline_s: float | None = Field(default=None, gt=0)
     """a search or compile request's total budget, engine calls included; past it the
     request answers 503 ``deadline_exceeded``. None: the engine timeout plus one second"""
+    threads: int = Field(default=40, ge=1)
+    """threads running requests' synchronous work (engine calls, the wait for the audit
+    fsync): the size of the API's thread pool (anyio's limiter)"""
+    access_log: bool = True
+    """one plain line per request on stderr (``govsearch serve``); false: none"""
 
 
 class AuthSettings(Section):
@@ -112,7 +121,15 @@ class AuditSettings(Section):
     instance_id: str | None = None
     """this writer's chain id; default: ``<host>:<pid>:<random>``, a new chain per process.
     When set, it must be distinct per process (a restarted writer resumes its chain)"""
-    retry_buffer: int = Field(default=10_000, ge=1)
+    queue_size: int = Field(default=10_000, ge=1, validation_alias=AliasChoices("queue_size", "retry_buffer"))
+    """records a log holds before they are written (queued for the background writer, or
+    held while the sink fails); when full, requests are refused with 503 ``audit_backlog``.
+    (``retry_buffer``, its old name, is still read)"""
+    batch: int = Field(default=256, ge=1)
+    """records the background writer appends (and fsyncs) at once, at most"""
+    commit: Literal["group", "queued"] = "group"
+    """``group``: a request is answered once its record is fsynced (batched with others);
+    ``queued``: as soon as it is queued (faster; a crash can lose answered requests' records)"""
     key_file: str = ".govsearch/audit.key"
     """the HMAC key ring (``KEY_ID:SECRET`` lines; the last one seals); keep it away from the log"""
     key: str | None = None
@@ -203,6 +220,9 @@ ENV_OVERRIDES: dict[str, tuple[str, str]] = {
     "GOVSEARCH_MIN_HITS": ("search", "min_hits"),
     "GOVSEARCH_TIER_BATCHING": ("search", "tier_batching"),
     "GOVSEARCH_REQUEST_DEADLINE": ("api", "request_deadline_s"),
+    "GOVSEARCH_API_THREADS": ("api", "threads"),
+    "GOVSEARCH_API_ACCESS_LOG": ("api", "access_log"),
+    "GOVSEARCH_ENGINE_CONNECTIONS": ("engine", "connections"),
     "GOVSEARCH_KEYS_INDEX": ("auth", "keys_index"),
     "GOVSEARCH_SEARCH_REQUIRES_KEY": ("auth", "search_requires_key"),
     "GOVSEARCH_OPEN_INTERNALS": ("auth", "open_internals"),
@@ -220,6 +240,9 @@ ENV_OVERRIDES: dict[str, tuple[str, str]] = {
     "GOVSEARCH_AUDIT_CHECKPOINT_PATH": ("audit", "checkpoint_path"),
     "GOVSEARCH_AUDIT_CHECKPOINT_EVERY_RECORDS": ("audit", "checkpoint_every_records"),
     "GOVSEARCH_AUDIT_CHECKPOINT_EVERY_S": ("audit", "checkpoint_every_s"),
+    "GOVSEARCH_AUDIT_QUEUE_SIZE": ("audit", "queue_size"),
+    "GOVSEARCH_AUDIT_BATCH": ("audit", "batch"),
+    "GOVSEARCH_AUDIT_COMMIT": ("audit", "commit"),
     "GOVSEARCH_OTLP_ENDPOINT": ("telemetry", "otlp_endpoint"),
 }
 

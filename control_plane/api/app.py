@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import Depends, FastAPI, Request
@@ -14,6 +16,7 @@ from control_plane.api.auth import require_internals, require_preview, search_gu
 from control_plane.api.limits import BodyLimit, RequestDeadline
 from control_plane.api.models import CompileResponse, Health, HitOut, SearchBody, SearchResponse
 from control_plane.api.policies import router as policies_router
+from control_plane.api.serving import size_thread_pool
 from control_plane.lifecycle.keys import KeyStore
 from control_plane.lifecycle.workflow import Workflow
 from control_plane.service import Outcome, SearchRequest, SearchService
@@ -95,6 +98,15 @@ def create_app(service: SearchService, *, clock: Clock) -> FastAPI:
     from control_plane.audit.router import install as install_audit  # lazy: import cycle
     from control_plane.audit.router import recorded_search
 
+    inner = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(app_: Any) -> AsyncIterator[Any]:
+        size_thread_pool(service.settings.api.threads)  # the sync hop: engine calls, audit waits
+        async with inner(app_) as state:
+            yield state
+
+    app.router.lifespan_context = lifespan
     app.add_middleware(RequestDeadline, seconds=service.settings.request_deadline_s())
     app.add_middleware(BodyLimit, limit=service.settings.api.max_body_bytes)
 

@@ -105,7 +105,20 @@ def engine_message(error: EngineError) -> str:
     return ENGINE_MESSAGES.get(error.code, ENGINE_MESSAGES["engine_error"])
 
 
+AUDIT_BACKLOG_MESSAGE = (
+    "the decision log is behind: this request's record cannot be queued; nothing is served"
+    " without one (retry later)"
+)
+
+
 def install(app: FastAPI) -> None:
+    from control_plane.audit.writer import AuditBacklog  # lazy: the audit package imports the API
+
+    @app.exception_handler(AuditBacklog)
+    async def _backlog(request: Request, error: AuditBacklog) -> JSONResponse:
+        log.warning("audit queue full, refusing (request %s): %s", request_id(request), error)
+        return error_response(request, 503, error.code, AUDIT_BACKLOG_MESSAGE)
+
     @app.exception_handler(ApiError)
     async def _api(request: Request, error: ApiError) -> JSONResponse:
         return error_response(request, error.status, error.code, error.message, error.details)

@@ -59,7 +59,7 @@ def check(service: SearchService, recorder: Recorder, timeout_s: float = READINE
         log.warning("not ready (%s): %s", error.code, error)
         return Readiness(checks, error.code, engine_message(error))
     checks["audit"] = recorder.status()
-    if checks["audit"] != "ok":  # records wait in the retry buffer
+    if checks["audit"] != "ok":  # records held by a failing sink, or the queue full
         message = f"the audit sink does not take records: {checks['audit']}"
         return Readiness(checks, "audit_unavailable", message)
     return Readiness(checks)

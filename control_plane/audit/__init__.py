@@ -2,6 +2,6 @@
 the audit API, replay, per-policy impact, Prometheus metrics and OpenTelemetry spans.
 
 Modules, by concern: ``record`` (the schema), ``chain`` (hashing), ``sinks`` (JSONL, engine
-index), ``recorder`` (write path, retry buffer), ``verify``, ``replay``, ``impact``,
-``metrics``, ``telemetry``, ``router`` (HTTP) and ``cli``.
+index), ``recorder`` (building records), ``writer`` (the background writer and its queue),
+``verify``, ``replay``, ``impact``, ``metrics``, ``telemetry``, ``router`` (HTTP) and ``cli``.
 """

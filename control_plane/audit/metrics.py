@@ -52,8 +52,11 @@ class Metrics:
         self.buffered = Gauge(
             "govsearch_audit_buffered_records", "audit records waiting to be written", registry=r
         )
-        self.dropped = Counter(
-            "govsearch_audit_dropped_records", "audit records lost: the retry buffer was full", registry=r
+        self.backlog_refusals = Counter(
+            "govsearch_audit_backlog_refusals",
+            "requests refused (503 audit_backlog): the audit queue was full",
+            ["log"],
+            registry=r,
         )
 
     def watch_cache(self, counts: Callable[[], tuple[int, int]]) -> None:

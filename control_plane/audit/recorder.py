@@ -1,19 +1,20 @@
-"""The recorder: builds one decision record per request, seals it into the writer's
-chain and writes it through the sink, under one lock, in order.
+"""The recorder: builds one decision record per request (in the request's thread) and
+hands it to the log's background writer (``control_plane.audit.writer``), which seals the
+chain in order and appends in batches; the request waits for its batch's fsync (group
+commit), never for a lock held over I/O.
 
-A sink failure never drops a record silently: the record waits in a bounded in-memory
-buffer (oldest first) and is retried, in order, before the next one is written; the
-failure is counted (``govsearch_audit_sink_failures``), logged, and reported by
-``/readyz`` until the buffer is empty. Only when the buffer is full is the oldest record
-given up, and that is counted (``govsearch_audit_dropped_records``) and logged as an error.
+A sink failure never drops a record silently: the records stay queued (oldest first) and
+are retried in order; the failure is counted (``govsearch_audit_sink_failures``), logged,
+and reported by ``/readyz`` until the queue is empty. When the queue is full, requests are
+refused (503 ``audit_backlog``, counted in ``govsearch_audit_backlog_refusals``) instead.
 
 Each log also checkpoints its writer's head (``control_plane.audit.checkpoints``) every N
-records or T seconds and on ``close`` (the API's shutdown, the CLI's exit).
+records or T seconds and on ``close`` (the API's shutdown, the CLI's exit), which first
+drains the queue.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
 import secrets
@@ -21,16 +22,14 @@ import socket
 import threading
 import time as monotonic_time
 import uuid
-from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from control_plane.audit.chain import Chain, Head
-from control_plane.audit.checkpoints import CheckpointStore, checkpoint_store, seal_checkpoint
-from control_plane.audit.keys import AuditKeyError, KeyRing, load_key_ring
+from control_plane.audit.checkpoints import CheckpointStore, checkpoint_store
+from control_plane.audit.keys import KeyRing, load_key_ring
 from control_plane.audit.metrics import Metrics
 from control_plane.audit.record import (
     AnswerOut,
@@ -46,12 +45,15 @@ from control_plane.audit.record import (
     request_params,
     sha256_json,
 )
-from control_plane.audit.sinks import EngineSink, JsonlSink, Sink, SinkError
+from control_plane.audit.sinks import EngineSink, JsonlSink, Sink
 from control_plane.audit.telemetry import Telemetry
+from control_plane.audit.writer import RETRY_CHECKPOINT_S, AuditBacklog, ChainedLog, Checkpointing, Commit
 from control_plane.config import Settings
 from control_plane.engine import Engine, EngineError
 from control_plane.intent_text import normalise_intent
-from control_plane.times import Clock, iso, parse_time
+from control_plane.times import Clock, iso
+
+__all__ = ["RETRY_CHECKPOINT_S", "AgentTurn", "AuditBacklog", "ChainedLog", "Checkpointing", "Recorder"]
 
 if TYPE_CHECKING:
     from control_plane.service import Compiled, Outcome, SearchRequest, SearchService
@@ -66,6 +68,8 @@ def error_of(error: BaseException) -> ErrorOut:
     if isinstance(error, ApiError):
         return ErrorOut(code=error.code, message=error.message, status=error.status)
     if isinstance(error, EngineError):
+        return ErrorOut(code=error.code, message=str(error), status=503)
+    if isinstance(error, AuditBacklog):
         return ErrorOut(code=error.code, message=str(error), status=503)
     return ErrorOut(code="internal_error", message=f"{type(error).__name__}: internal error", status=500)
 
@@ -132,181 +136,10 @@ def _outcome_fields(outcome: Outcome, raw: bool) -> dict[str, Any]:
     }
 
 
-RETRY_CHECKPOINT_S = 5.0
-"""how long a failed checkpoint waits before the next interval try (shutdown always tries)"""
-
-
 def default_writer_id() -> str:
     """``<host>:<pid>:<random>``: a new chain for every process, so workers on one host
     appending to one log never share a chain."""
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
-
-
-@dataclass(frozen=True)
-class Checkpointing:
-    """Where and how often a log checkpoints its writer's head."""
-
-    store: CheckpointStore
-    every_records: int = 100
-    every_s: float = 60.0
-    clock: Clock | None = None
-    """the checkpoint's ``time`` (None: no time field)"""
-    monotonic: Callable[[], float] = monotonic_time.monotonic
-
-
-class ChainedLog:
-    """One sink, one writer's chain, one retry buffer (and its checkpoints)."""
-
-    def __init__(
-        self,
-        sink: Sink,
-        writer: str,
-        metrics: Metrics,
-        capacity: int,
-        *,
-        name: str = "decisions",
-        keys: Callable[[], KeyRing | None] = lambda: None,
-        checkpointing: Checkpointing | None = None,
-        fresh: bool = False,
-    ) -> None:
-        self.sink = sink
-        self.writer = writer
-        self.metrics = metrics
-        self.name = name
-        """the log's name in its checkpoints (``decisions`` or ``events``)"""
-        self._keys = keys
-        self._checkpointing = checkpointing
-        self._fresh = fresh
-        """a writer id made for this process: its chain starts at 0, no need to look it up"""
-        self._chain: Chain | None = None
-        self._pending: deque[dict[str, Any]] = deque()
-        self._capacity = capacity
-        self._lock = threading.Lock()
-        self.last_error: str | None = None
-        self.dropped = 0
-        self.checkpoint_error: str | None = None
-        self._checkpointed: tuple[int, str] | None = None
-        self._since_checkpoint = 0
-        self._checkpoint_at = checkpointing.monotonic() if checkpointing else 0.0
-        self._checkpoint_retry_at = 0.0
-        """after a failed checkpoint, no interval checkpoint is tried before this instant"""
-
-    def append(self, record: dict[str, Any]) -> dict[str, Any] | None:
-        """Seal and write ``record`` after any buffered ones; the sealed record, or None when
-        it was buffered."""
-        with self._lock:
-            if len(self._pending) >= self._capacity:
-                lost = self._pending.popleft()
-                self.dropped += 1
-                self.metrics.dropped.inc()
-                log.error("audit retry buffer full: record %s lost", lost.get("request_id"))
-            self._pending.append(record)
-            written = self._flush()
-            self.metrics.buffered.set(self.buffered_total())
-            return written[-1] if written and not self._pending else None
-
-    def retry(self) -> None:
-        with self._lock:
-            self._flush()
-            self.metrics.buffered.set(self.buffered_total())
-
-    def _flush(self) -> list[dict[str, Any]]:
-        written: list[dict[str, Any]] = []
-        try:
-            while self._pending:
-                if self._chain is None:
-                    head = None if self._fresh else self.sink.head(self.writer)
-                    self._chain = Chain(head or Head(self.writer), self._keys())
-                sealed = self._chain.seal(self._pending[0])
-                self.sink.write(sealed)
-                self._chain.advance(sealed)
-                self._pending.popleft()
-                self._since_checkpoint += 1
-                written.append(sealed)
-            self.last_error = None
-            self._checkpoint_if_due()
-        except (SinkError, EngineError, OSError, AuditKeyError) as error:
-            self.last_error = str(error)
-            self.metrics.sink_failures.labels(self.sink.name).inc()
-            log.warning(
-                "audit sink %s failed, %d record(s) buffered: %s",
-                self.sink.describe(),
-                len(self._pending),
-                error,
-            )
-        return written
-
-    def _checkpoint_if_due(self) -> None:
-        cp = self._checkpointing
-        if cp is None or not self._since_checkpoint:
-            return
-        moment = cp.monotonic()
-        if moment < self._checkpoint_retry_at:  # a failing store is not retried on every record
-            return
-        if self._since_checkpoint >= cp.every_records or moment - self._checkpoint_at >= cp.every_s:
-            self._checkpoint("interval")
-
-    def _checkpoint(self, reason: str) -> None:
-        """Write the head (last sequence and hash) to the checkpoint store, unless it is
-        already there. A failure is logged and reported by ``status``, never raised."""
-        cp = self._checkpointing
-        if cp is None or self._chain is None or self._chain.head.sequence == 0:
-            return
-        head = (self._chain.head.sequence - 1, self._chain.head.prev_hash)
-        if head == self._checkpointed:
-            return
-        checkpoint: dict[str, Any] = {
-            "kind": "checkpoint",
-            "log": self.name,
-            "writer": self.writer,
-            "sequence": head[0],
-            "hash": head[1],
-            "reason": reason,
-        }
-        if cp.clock is not None:
-            checkpoint["time"] = iso(cp.clock())
-        try:
-            cp.store.write(seal_checkpoint(checkpoint, self._chain.keys))
-        except (SinkError, EngineError, OSError) as error:
-            self.checkpoint_error = f"checkpoints to {cp.store.describe()} failing: {error}"
-            log.warning("audit %s", self.checkpoint_error)
-            self._checkpoint_retry_at = cp.monotonic() + min(cp.every_s, RETRY_CHECKPOINT_S)
-            return
-        self.checkpoint_error = None
-        self._checkpointed = head
-        self._since_checkpoint = 0
-        self._checkpoint_at = cp.monotonic()
-
-    def checkpoint(self, reason: str = "interval", *, due_only: bool = False) -> None:
-        with self._lock:
-            if due_only:
-                self._checkpoint_if_due()
-            else:
-                self._checkpoint(reason)
-
-    def buffered_total(self) -> int:
-        return len(self._pending)
-
-    def pending(self) -> list[dict[str, Any]]:
-        with self._lock:
-            return list(self._pending)
-
-    def scan(self) -> Iterator[dict[str, Any]]:
-        """Written records, then buffered ones (not yet sealed)."""
-        yield from self.sink.scan()
-        yield from self.pending()
-
-    def select(
-        self, request_id: str | None = None, since: datetime | None = None, until: datetime | None = None
-    ) -> Iterator[dict[str, Any]]:
-        """The records with ``request_id`` (when given) and ``time`` in ``[since, until)``,
-        written then buffered; the sink narrows the read where it can."""
-        written = self.sink.select(request_id=request_id, since=since, until=until)
-        for record in itertools.chain(written, self.pending()):
-            if (request_id is None or record.get("request_id") == request_id) and _within(
-                record.get("time"), since, until
-            ):
-                yield record
 
 
 class Recorder:
@@ -317,7 +150,9 @@ class Recorder:
         *,
         instance_id: str | None = None,
         store_raw_intent: bool = True,
-        retry_buffer: int = 10_000,
+        queue_size: int = 10_000,
+        batch: int = 256,
+        commit: Commit = "group",
         telemetry: Telemetry | None = None,
         keys: KeyRing | Callable[[], KeyRing] | None = None,
         checkpoints: CheckpointStore | None = None,
@@ -328,7 +163,10 @@ class Recorder:
     ) -> None:
         """``keys``: the ring that seals records and checkpoints (or a function that loads
         it, called on the first write or ``open``); None: hash chain only, no MAC.
-        ``checkpoints``: where the writer's heads go (None: no checkpoints)."""
+        ``checkpoints``: where the writer's heads go (None: no checkpoints).
+        ``queue_size``: records not yet written a log holds before requests are refused;
+        ``batch``: records per append and fsync at most; ``commit``: ``group`` (a request
+        waits for its record's fsync) or ``queued`` (it does not)."""
         self.writer = instance_id or default_writer_id()
         self.store_raw_intent = store_raw_intent
         self.metrics = Metrics()
@@ -345,11 +183,12 @@ class Recorder:
             else None
         )
         options: dict[str, Any] = {
-            "keys": self.keys, "checkpointing": checkpointing, "fresh": instance_id is None
+            "keys": self.keys, "checkpointing": checkpointing, "fresh": instance_id is None,
+            "batch": batch, "commit": commit,
         }
-        self.decisions = ChainedLog(decisions, self.writer, self.metrics, retry_buffer, name="decisions",
+        self.decisions = ChainedLog(decisions, self.writer, self.metrics, queue_size, name="decisions",
                                     **options)
-        self.events = ChainedLog(events, self.writer, self.metrics, retry_buffer, name="events", **options)
+        self.events = ChainedLog(events, self.writer, self.metrics, queue_size, name="events", **options)
 
     def keys(self) -> KeyRing | None:
         """The key ring, loaded once (``AuditKeyError`` when it cannot be)."""
@@ -363,10 +202,9 @@ class Recorder:
         self.keys()
 
     def close(self) -> None:
-        """Retry buffered records, then checkpoint both logs (shutdown)."""
+        """Drain both queues into their sinks, stop the writers, checkpoint (shutdown)."""
         for chained in (self.decisions, self.events):
-            chained.retry()
-            chained.checkpoint("shutdown")
+            chained.close("shutdown")
 
     @classmethod
     def from_settings(cls, settings: Settings, engine: Engine | None, *, clock: Clock) -> Recorder:
@@ -385,7 +223,9 @@ class Recorder:
             events,
             instance_id=audit.instance_id,
             store_raw_intent=audit.store_raw_intent,
-            retry_buffer=audit.retry_buffer,
+            queue_size=audit.queue_size,
+            batch=audit.batch,
+            commit=audit.commit,
             telemetry=Telemetry.from_settings(settings.telemetry),
             keys=lambda: load_key_ring(audit.key_file, audit.key, generate=audit.generate_key),
             checkpoints=checkpoint_store(audit, engine),
@@ -412,6 +252,7 @@ class Recorder:
     ) -> Outcome:
         """Run ``service.search`` at ``now`` (default: this recorder's clock, read once) and
         record it, success or failure (then re-raise)."""
+        self.decisions.admit()  # a full queue refuses before any work is done
         time = self.clock()
         now = now or time
         try:
@@ -618,20 +459,13 @@ class Recorder:
             chained.checkpoint(due_only=True)
             if chained.checkpoint_error:
                 problems.append(f"{name}: {chained.checkpoint_error}")
-            if chained.buffered_total():
+            held = chained.buffered_total()
+            if held and chained.last_error is not None:
                 problems.append(
                     f"{name} sink {chained.sink.describe()} failing,"
-                    f" {chained.buffered_total()} record(s) buffered: {chained.last_error}"
+                    f" {held} record(s) buffered: {chained.last_error}"
                 )
-            if chained.dropped:
-                problems.append(f"{name}: {chained.dropped} record(s) lost (retry buffer full)")
+            elif chained.full():
+                problems.append(f"{name}: the audit queue is full ({held} records not yet written)")
         return "; ".join(problems) or "ok"
 
-
-def _within(value: Any, since: datetime | None, until: datetime | None) -> bool:
-    if since is None and until is None:
-        return True
-    if not isinstance(value, str):
-        return False
-    moment = parse_time(value)
-    return (since is None or moment >= since) and (until is None or moment < until)

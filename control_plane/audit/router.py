@@ -7,9 +7,10 @@ is a search-side call: open, or the ``search`` role when ``auth.search_requires_
 
 from __future__ import annotations
 
+import logging
 import re
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any, Literal
@@ -17,6 +18,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Depends, FastAPI, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from control_plane.api import errors
 from control_plane.api.auth import require, search_guard
@@ -25,10 +27,13 @@ from control_plane.audit import replay as replay_stage
 from control_plane.audit.metrics import CONTENT_TYPE
 from control_plane.audit.record import ErrorOut, EventRecord
 from control_plane.audit.recorder import Recorder
+from control_plane.audit.writer import AuditBacklog
 from control_plane.service import IDENTIFIER, Outcome, SearchRequest, SearchService
 from control_plane.times import Clock, iso, parse_time
 
 CLIENT_HEADER = "x-govsearch-client"
+log = logging.getLogger("govsearch.audit")
+
 RECORDED_PATHS = {"/v1/search": "search", "/v1/agent/query": "agent"}
 """path -> the record's ``endpoint``; the agent gateway records its own requests once its handler runs"""
 
@@ -83,29 +88,48 @@ def install(app: FastAPI, service: SearchService, clock: Clock) -> Recorder:
         events_router, dependencies=[Depends(search_guard(service.settings.auth.search_requires_key))]
     )
 
-    @app.middleware("http")
-    async def record_refused(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        response = await call_next(request)
-        if (
-            request.url.path in RECORDED_PATHS
-            and response.status_code >= 400
-            and not getattr(request.state, "audited", False)
-        ):
-            code = errors.HTTP_CODES.get(response.status_code, "http_error")
-            error = ErrorOut(
-                code=code,
-                message="the request was refused before it was compiled",
-                status=response.status_code,
-            )
-            await run_in_threadpool(
-                recorder.failure, errors.request_id(request), error, client=client_of(request),
-                endpoint=RECORDED_PATHS[request.url.path],
-            )
-        return response
-
+    app.add_middleware(RecordRefused, recorder=recorder)
     return recorder
+
+
+class RecordRefused:
+    """Records a ``/v1/search`` or ``/v1/agent/query`` refused before its handler ran (413,
+    422, 401...) once its status is known, before the answer is sent (the record is written
+    first, as for every other request). A plain ASGI middleware: nothing is copied, no task
+    is spawned, other paths pass straight through."""
+
+    def __init__(self, app: ASGIApp, recorder: Recorder) -> None:
+        self.app = app
+        self.recorder = recorder
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        endpoint = RECORDED_PATHS.get(scope["path"]) if scope["type"] == "http" else None
+        if endpoint is None:
+            await self.app(scope, receive, send)
+            return
+
+        async def recorded(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] >= 400:
+                request = Request(scope)
+                if not getattr(request.state, "audited", False):
+                    await self._record(request, int(message["status"]), endpoint)
+            await send(message)
+
+        await self.app(scope, receive, recorded)
+
+    async def _record(self, request: Request, status: int, endpoint: str) -> None:
+        error = ErrorOut(
+            code=errors.HTTP_CODES.get(status, "http_error"),
+            message="the request was refused before it was compiled",
+            status=status,
+        )
+        try:
+            await run_in_threadpool(
+                self.recorder.failure, errors.request_id(request), error, client=client_of(request),
+                endpoint=endpoint,
+            )
+        except AuditBacklog:  # the refusal is answered as it is: nothing was served
+            log.warning("audit queue full: refusal of request %s not recorded", errors.request_id(request))
 
 
 router = APIRouter()

@@ -30,7 +30,7 @@ def connect(settings: EngineSettings) -> Engine:
     if kind == "opensearch":
         from control_plane.engine.opensearch import OpenSearchEngine
 
-        return OpenSearchEngine(settings.url, settings.timeout_s)
+        return OpenSearchEngine(settings.url, settings.timeout_s, connections=settings.connections)
     from control_plane.engine.elasticsearch import ElasticsearchEngine
 
-    return ElasticsearchEngine(settings.url, settings.timeout_s)
+    return ElasticsearchEngine(settings.url, settings.timeout_s, connections=settings.connections)

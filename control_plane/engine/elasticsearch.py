@@ -26,9 +26,11 @@ _NDJSON = "application/vnd.elasticsearch+x-ndjson; compatible-with=8"
 class ElasticsearchEngine(Engine):
     kind = "elasticsearch"
 
-    def __init__(self, url: str, timeout_s: float) -> None:
+    def __init__(self, url: str, timeout_s: float, *, connections: int = 10) -> None:
         super().__init__(url, timeout_s)
-        self._client = Elasticsearch(url, request_timeout=timeout_s, max_retries=0)
+        self._client = Elasticsearch(
+            url, request_timeout=timeout_s, max_retries=0, connections_per_node=connections
+        )
 
     def request(
         self,

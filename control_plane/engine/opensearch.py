@@ -22,10 +22,11 @@ from control_plane.engine.base import (
 class OpenSearchEngine(Engine):
     kind = "opensearch"
 
-    def __init__(self, url: str, timeout_s: float) -> None:
+    def __init__(self, url: str, timeout_s: float, *, connections: int = 10) -> None:
         super().__init__(url, timeout_s)
         self._client = OpenSearch(
-            hosts=[url], timeout=timeout_s, max_retries=0, retry_on_timeout=False
+            hosts=[url], timeout=timeout_s, max_retries=0, retry_on_timeout=False,
+            pool_maxsize=connections,  # urllib3's default keeps one: every other thread reconnects
         )
 
     def request(

@@ -12,6 +12,7 @@ from control_plane.audit.chain import GENESIS, record_hash
 from control_plane.audit.record import ErrorOut, redact
 from control_plane.audit.sinks import JsonlSink
 from control_plane.audit.verify import verify_lines
+from control_plane.audit.writer import AuditBacklog
 from control_plane.cli import main
 from control_plane.cli_support import EXIT_AUDIT_BROKEN
 from tests.audit.conftest import jsonl_recorder
@@ -135,14 +136,22 @@ def test_a_failing_sink_buffers_in_order_and_loses_nothing(tmp_path: Path) -> No
     assert ids == ["req-0", "req-1", "req-2", "req-3"]
 
 
-def test_a_full_buffer_drops_loudly(tmp_path: Path) -> None:
-    recorder = jsonl_recorder(tmp_path, retry_buffer=2)
+def test_a_full_queue_refuses_the_request_and_loses_nothing(tmp_path: Path) -> None:
+    recorder = jsonl_recorder(tmp_path, queue_size=2)
+    good = recorder.decisions.sink.path  # type: ignore[attr-defined]
     recorder.decisions.sink.path = tmp_path  # type: ignore[attr-defined]  # a directory: fails
-    for n in range(3):
+    for n in range(2):
         recorder.failure(f"req-{n}", ErrorOut(code="x", message="y", status=503))
-    assert recorder.decisions.dropped == 1
-    assert "1 record(s) lost" in recorder.status()
-    assert "govsearch_audit_dropped_records_total 1.0" in recorder.metrics.render().decode()
+    with pytest.raises(AuditBacklog):
+        recorder.failure("req-2", ErrorOut(code="x", message="y", status=503))
+    assert recorder.decisions.buffered_total() == 2  # nothing given up, nothing more taken
+    refusals = 'govsearch_audit_backlog_refusals_total{log="decisions"} 1.0'
+    assert refusals in recorder.metrics.render().decode()
+    recorder.decisions.sink.path = good  # type: ignore[attr-defined]
+    recorder.close()
+    ids = [json.loads(x)["request_id"] for x in good.read_text().splitlines()]
+    assert ids == ["req-0", "req-1"]
+    assert verify_lines(JsonlSink(good).lines()).ok
 
 
 def test_redact() -> None:

@@ -1,0 +1,162 @@
+"""The decision log's write path alone: records per second and the latency of one record,
+``T`` threads writing at once through a real JSONL sink with fsync (no engine, no HTTP).
+
+``python -m bench.audit_writer [--threads 1,4,16] [--records N] [--rounds R]
+[--variant NAME=VAR=VALUE,...]`` runs every variant in a subprocess of its own (e.g.
+``base=PYTHONPATH=/path/to/an/older/checkout`` for the code before the background writer;
+``GOVSEARCH_AUDIT_COMMIT=queued`` for the queued commit), the variants alternating round by
+round, and writes ``bench/results/<UTC date>-audit-writer.json`` with the command, the machine
+and the load average. Each record is a failure record (``Recorder.failure``: the record
+built, sealed with a key, written); the recorder is closed (drained, checkpointed) inside the
+timed span, so ``queued`` cannot report records it has not written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.stats import summary
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+
+
+def measure_here(threads: int, records: int, commit: str) -> dict[str, Any]:
+    """One measurement in this process (the code on ``sys.path``)."""
+    from control_plane.audit.checkpoints import FileCheckpoints
+    from control_plane.audit.keys import read_key_file
+    from control_plane.audit.record import ErrorOut
+    from control_plane.audit.recorder import Recorder
+    from control_plane.audit.sinks import JsonlSink
+    from control_plane.times import fixed_clock, parse_time
+
+    with tempfile.TemporaryDirectory(prefix="govsearch-bench-audit-") as name:
+        directory = Path(name)
+        (directory / "audit.key").write_text("bench-1:" + "k" * 48 + "\n")
+        options: dict[str, Any] = {
+            "instance_id": "bench-writer",
+            "keys": read_key_file(directory / "audit.key"),
+            "checkpoints": FileCheckpoints(directory / "checkpoints.jsonl"),
+            "clock": fixed_clock(parse_time("2026-01-01T00:00:00Z")),
+        }
+        if commit != "default":
+            options["commit"] = commit
+        recorder = Recorder(JsonlSink(directory / "decisions.jsonl"), JsonlSink(directory / "events.jsonl"),
+                            **options)
+        error = ErrorOut(code="engine_unavailable", message="down", status=503)
+        each = max(1, records // threads)
+        latencies: list[int] = []
+        lock = threading.Lock()
+
+        def write(thread: int) -> None:
+            mine = []
+            for n in range(each):
+                started = time.perf_counter_ns()
+                recorder.failure(f"req-{thread}-{n}", error)
+                mine.append(time.perf_counter_ns() - started)
+            with lock:
+                latencies.extend(mine)
+
+        workers = [threading.Thread(target=write, args=(t,)) for t in range(threads)]
+        started = time.perf_counter()
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        recorder.close()
+        elapsed = time.perf_counter() - started
+        written = len((directory / "decisions.jsonl").read_text().splitlines())
+    return {"records": written, "records_per_s": round(written / elapsed, 1), "latency": summary(latencies)}
+
+
+def run(variants: dict[str, dict[str, str]], threads: list[int], records: int, rounds: int) -> dict[str, Any]:
+    results: dict[str, dict[str, list[dict[str, Any]]]] = {name: {} for name in variants}
+    names = list(variants)
+    for number in range(rounds):
+        for name in names if number % 2 == 0 else names[::-1]:
+            extra = variants[name]
+            env = {**os.environ, "PYTHONPATH": str(ROOT),
+                   **{k: v for k, v in extra.items() if k != "GOVSEARCH_AUDIT_COMMIT"}}
+            commit = extra.get("GOVSEARCH_AUDIT_COMMIT", "default")
+            # this file run by path, from a neutral directory: the variant's packages are imported
+            here = f"import runpy; runpy.run_path({str(Path(__file__).resolve())!r}, run_name='__main__')"
+            for count in threads:
+                output = subprocess.run(
+                    [sys.executable, "-c", here, "--here", str(count), str(records), commit],
+                    env=env, check=True, capture_output=True, text=True, cwd=tempfile.gettempdir(),
+                ).stdout
+                results[name].setdefault(str(count), []).append(json.loads(output))
+    table: dict[str, dict[str, Any]] = {}
+    for name, by_count in results.items():
+        table[name] = {}
+        for threads_key, runs in by_count.items():
+            rates = sorted(r["records_per_s"] for r in runs)
+            p50s = sorted(r["latency"]["p50_ms"] for r in runs)
+            table[name][threads_key] = {"records_per_s_median": rates[len(rates) // 2],
+                                  "append_p50_ms_median": p50s[len(p50s) // 2], "runs": runs}
+    return {"audit_writer": {"variants": variants, "threads": threads, "records": records, "rounds": rounds,
+                             "results": table}}
+
+
+def report(result: dict[str, Any]) -> str:
+    bench = result["audit_writer"]
+    lines = [
+        f"Command: `{result['command']}` ({result['duration_s']} s); load average"
+        f" {result['load_average_at_start']} at start, {result['load_average_at_end']} at end",
+        "",
+        "| variant | " + " | ".join(f"{t} thread(s): records/s, p50 ms" for t in bench["threads"]) + " |",
+        "| --- | " + " | ".join("---" for _ in bench["threads"]) + " |",
+    ]
+    for name, per_threads in bench["results"].items():
+        cells = [f"{figures['records_per_s_median']}, {figures['append_p50_ms_median']}"
+                 for figures in (per_threads[str(t)] for t in bench["threads"])]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args_list = sys.argv[1:] if argv is None else argv
+    if args_list[:1] == ["--here"]:
+        print(json.dumps(measure_here(int(args_list[1]), int(args_list[2]), args_list[3])))
+        return 0
+    from bench import environment
+    from bench.http_layer import parse_variant
+    from control_plane.times import system_clock
+
+    parser = argparse.ArgumentParser(prog="python -m bench.audit_writer", description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", default="1,4,16", help="thread counts (default 1,4,16)")
+    parser.add_argument("--records", type=int, default=400, help="records per measurement (default 400)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds, variants alternating (default 3)")
+    parser.add_argument("--variant", action="append", default=[], metavar="NAME[=VAR=VALUE,...]")
+    parser.add_argument("--out", type=Path, help="default: bench/results/<date>-audit-writer.json")
+    args = parser.parse_args(args_list)
+    variants = dict(parse_variant(text) for text in args.variant or ["default"])
+    threads = [int(t) for t in args.threads.split(",")]
+    out = args.out or RESULTS / f"{system_clock().date().isoformat()}-audit-writer.json"
+    command = "python -m bench.audit_writer " + shlex.join(args_list)
+    started = time.monotonic()
+    load_start = list(os.getloadavg())
+    result: dict[str, Any] = {"command": command, "machine": environment.machine(),
+                              "load_average_at_start": load_start}
+    result.update(run(variants, threads, args.records, args.rounds))
+    result["load_average_at_end"] = list(os.getloadavg())
+    result["duration_s"] = round(time.monotonic() - started, 1)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(report(result))
+    print(f"\nwritten to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,191 @@
+"""The HTTP layer and the audit writer over HTTP: ``GET /healthz`` and ``POST /v1/search``
+(plan cache warm) against several ``govsearch serve`` variants running side by side.
+
+``python -m bench.http_layer [--engine-url URL] --variant NAME[=VAR=VALUE,...] ...`` loads
+the demo catalog and policies, starts one ``govsearch serve --workers N`` per variant (each
+with its own audit log in a temporary directory and the variant's extra environment, e.g.
+``GOVSEARCH_AUDIT_COMMIT=queued``, or ``PYTHONPATH=/path/to/an/older/checkout`` to measure
+the code before a change), and measures, interleaved (the variant order alternates every
+round):
+
+- single client: ``GET /healthz`` and ``POST /v1/search`` over the demo intents, one httpx
+  client per variant;
+- throughput of ``POST /v1/search`` at concurrency 4 and 16 (as many threads, each with its
+  own connection, for ``S`` seconds per variant, variants one after another per level).
+
+The result goes to ``bench/results/<UTC date>-http-layer.json`` with the command, the
+machine and the load average; on a shared machine, read the ratios between variants.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench import environment
+from bench.governed import INTENTS
+from bench.http import _throughput
+from bench.stats import summary
+from control_plane.bootstrap import prepare
+from control_plane.config import EngineSettings, Settings
+from control_plane.engine import Engine
+from control_plane.times import system_clock
+
+RESULTS = Path(__file__).resolve().parent / "results"
+GOVSEARCH = Path(sys.executable).parent / "govsearch"
+CONCURRENCY = (4, 16)
+
+
+def parse_variant(text: str) -> tuple[str, dict[str, str]]:
+    """``name`` or ``name=VAR=VALUE,VAR=VALUE``."""
+    name, _, rest = text.partition("=")
+    extra = dict(item.split("=", 1) for item in rest.split(",") if item)
+    return name, extra
+
+
+def _serve(
+    url: str, workers: int, directory: Path, extra: dict[str, str]
+) -> tuple[subprocess.Popen[bytes], str]:
+    port = environment.free_port()
+    directory.mkdir(parents=True, exist_ok=True)
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("GOVSEARCH_")},
+        "GOVSEARCH_ENGINE_URL": url,
+        "GOVSEARCH_AUDIT_PATH": str(directory / "decisions.jsonl"),
+        "GOVSEARCH_AUDIT_KEY_FILE": str(directory / "audit.key"),
+        **extra,
+    }
+    log = (directory / "serve.log").open("wb")
+    process = subprocess.Popen(
+        [str(GOVSEARCH), "serve", "--workers", str(workers), "--host", "127.0.0.1", "--port", str(port)],
+        env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    served = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"govsearch serve ended: {(directory / 'serve.log').read_text()}")
+        try:
+            if httpx.get(served + "/readyz", timeout=5).status_code == 200:
+                return process, served
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    process.kill()
+    raise SystemExit("govsearch serve was not ready within 120 s")
+
+
+def _single_client(bases: dict[str, str], intents: list[str], rounds: int) -> dict[str, Any]:
+    clients = {name: httpx.Client(base_url=base, timeout=30) for name, base in bases.items()}
+    health: dict[str, list[int]] = {name: [] for name in bases}
+    search: dict[str, list[int]] = {name: [] for name in bases}
+    names = list(bases)
+    try:
+        for number in range(3 + rounds):
+            order = names if number % 2 == 0 else names[::-1]
+            for intent in intents:
+                for name in order:
+                    client = clients[name]
+                    started = time.perf_counter_ns()
+                    client.get("/healthz").raise_for_status()
+                    middle = time.perf_counter_ns()
+                    client.post("/v1/search", json={"intent": intent}).raise_for_status()
+                    ended = time.perf_counter_ns()
+                    if number >= 3:
+                        health[name].append(middle - started)
+                        search[name].append(ended - middle)
+    finally:
+        for client in clients.values():
+            client.close()
+    return {name: {"healthz": summary(health[name]), "search_warm": summary(search[name])} for name in bases}
+
+
+def run(engine: Engine, url: str, variants: dict[str, dict[str, str]], workers: int, seconds: float,
+        rounds: int) -> dict[str, Any]:
+    settings = Settings(engine=EngineSettings(url=url, timeout_s=30))
+    now = system_clock()
+    prepare(engine, settings, clock=lambda: now)
+    intents = list(INTENTS)
+
+    def governed(client: httpx.Client, intent: str) -> None:
+        client.post("/v1/search", json={"intent": intent}).raise_for_status()
+
+    processes: list[subprocess.Popen[bytes]] = []
+    with tempfile.TemporaryDirectory(prefix="govsearch-bench-http-layer-") as directory:
+        try:
+            bases: dict[str, str] = {}
+            for name, extra in variants.items():
+                process, served = _serve(url, workers, Path(directory) / name, extra)
+                processes.append(process)
+                bases[name] = served
+            single = _single_client(bases, intents, rounds)
+            throughput: dict[str, dict[str, float]] = {}
+            for threads in CONCURRENCY:
+                names = list(bases) if threads % 2 == 0 else list(bases)[::-1]
+                throughput[str(threads)] = {
+                    name: _throughput(governed, bases[name], intents, threads, seconds) for name in names
+                }
+        finally:
+            for process in processes:
+                process.send_signal(signal.SIGTERM)
+            for process in processes:
+                process.wait(timeout=60)
+    return {"http_layer": {"workers": workers, "variants": variants, "rounds": rounds, "seconds": seconds,
+                           "single_client": single, "throughput_req_s": throughput}}
+
+
+def report(result: dict[str, Any]) -> str:
+    layer = result["http_layer"]
+    lines = [
+        f"Command: `{result['command']}` ({result['duration_s']} s); load average"
+        f" {result['load_average_at_start']} at start, {result['load_average_at_end']} at end;"
+        f" govsearch serve --workers {layer['workers']}",
+        "",
+        "| variant | healthz p50 ms | healthz p95 ms | search warm p50 ms | search warm p95 ms | "
+        + " | ".join(f"req/s at {c}" for c in layer["throughput_req_s"]) + " |",
+        "| --- | --- | --- | --- | --- | " + " | ".join("---" for _ in layer["throughput_req_s"]) + " |",
+    ]
+    for name, figures in layer["single_client"].items():
+        rates = " | ".join(str(level[name]) for level in layer["throughput_req_s"].values())
+        lines.append(
+            f"| {name} | {figures['healthz']['p50_ms']} | {figures['healthz']['p95_ms']} |"
+            f" {figures['search_warm']['p50_ms']} | {figures['search_warm']['p95_ms']} | {rates} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.http_layer", description=__doc__.splitlines()[0])
+    parser.add_argument("--engine-url", help="engine to measure against (default: start a local one)")
+    parser.add_argument("--heap", default="1g", help="heap of the local engine it starts (default 1g)")
+    parser.add_argument("--variant", action="append", default=[], metavar="NAME[=VAR=VALUE,...]",
+                        help="a govsearch serve to measure, with extra environment (repeat; default: one)")
+    parser.add_argument("--workers", type=int, default=1, help="govsearch serve --workers (default 1)")
+    parser.add_argument("--seconds", type=float, default=5.0, help="each throughput phase (default 5)")
+    parser.add_argument("--rounds", type=int, default=10, help="single-client rounds over the intents")
+    parser.add_argument("--out", type=Path, help="result file (default bench/results/<date>-http-layer.json)")
+    args = parser.parse_args(argv)
+    variants = dict(parse_variant(text) for text in args.variant or ["default"])
+    out = args.out or RESULTS / f"{system_clock().date().isoformat()}-http-layer.json"
+    command = "python -m bench.http_layer " + shlex.join(sys.argv[1:] if argv is None else argv)
+    result = environment.recorded_run(
+        command, args.engine_url, args.heap, out,
+        lambda engine, url: run(engine, url, variants, args.workers, args.seconds, args.rounds),
+    )
+    print(report(result))
+    print(f"\nwritten to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,377 @@
+"""The background audit writer: one thread per log (decisions, events) per process.
+
+A request builds its record (pure work, in its own thread) and hands it to the log's bounded
+queue; the writer thread takes the queue in order, seals a batch into the chain (sequence,
+``prev_hash``, hash, HMAC), writes the batch in one append and one fsync
+(``Sink.write_many``), and wakes every request of the batch (group commit: many requests
+share one fsync, each still waits for its own record to be durable before it is answered).
+No request ever holds a lock across file or engine I/O.
+
+- **Queue full**: ``append`` raises :class:`AuditBacklog` (the API answers 503
+  ``audit_backlog``) instead of dropping a record; the refusal is counted
+  (``govsearch_audit_backlog_refusals``).
+- **A sink that fails**: the batch stays at the head of the queue, in order, and is retried
+  (on the next record, on ``/readyz`` and at shutdown); the
+  requests waiting on it are answered, their records held in memory, as before the writer
+  existed: ``/readyz`` fails while anything is held, and once the queue is full requests are
+  refused. Nothing is given up.
+- **Checkpoints**: after a batch when due (every N records or T seconds), when idle and due,
+  and on ``close`` (shutdown), which first drains the queue.
+
+``commit="queued"`` answers as soon as the record is queued (the bench compares it; a crash
+can then lose records of answered requests).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time as monotonic_time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from control_plane.audit.chain import Chain, Head
+from control_plane.audit.checkpoints import CheckpointStore, seal_checkpoint
+from control_plane.audit.keys import AuditKeyError, KeyRing
+from control_plane.audit.metrics import Metrics
+from control_plane.audit.sinks import Sink, SinkError, write_all
+from control_plane.engine import EngineError
+from control_plane.times import Clock, iso, parse_time
+
+log = logging.getLogger("govsearch.audit")
+
+Commit = Literal["group", "queued"]
+
+RETRY_CHECKPOINT_S = 5.0
+"""how long a failed checkpoint waits before the next interval try (shutdown always tries)"""
+WAIT_S = 1.0
+"""how often a waiting request (or ``retry``) looks again whether the writer is still alive"""
+
+
+class AuditBacklog(Exception):
+    """The log's queue is full: the request's record cannot be taken, so the request is
+    refused (503 ``audit_backlog``) rather than served without one."""
+
+    code = "audit_backlog"
+
+
+@dataclass(frozen=True)
+class Checkpointing:
+    """Where and how often a log checkpoints its writer's head."""
+
+    store: CheckpointStore
+    every_records: int = 100
+    every_s: float = 60.0
+    clock: Clock | None = None
+    """the checkpoint's ``time`` (None: no time field)"""
+    monotonic: Callable[[], float] = monotonic_time.monotonic
+
+
+class _Ticket:
+    """One queued record and what became of it."""
+
+    __slots__ = ("record", "sealed", "tried")
+
+    def __init__(self, record: dict[str, Any]) -> None:
+        self.record = record
+        self.sealed: dict[str, Any] | None = None
+        self.tried = False
+        """the writer tried it at least once (written: ``sealed`` is set; else held)"""
+
+
+class ChainedLog:
+    """One sink, one writer's chain, its queue, its writer thread (and its checkpoints)."""
+
+    def __init__(
+        self,
+        sink: Sink,
+        writer: str,
+        metrics: Metrics,
+        capacity: int,
+        *,
+        name: str = "decisions",
+        keys: Callable[[], KeyRing | None] = lambda: None,
+        checkpointing: Checkpointing | None = None,
+        fresh: bool = False,
+        batch: int = 256,
+        commit: Commit = "group",
+    ) -> None:
+        self.sink = sink
+        self.writer = writer
+        self.metrics = metrics
+        self.name = name
+        """the log's name in its checkpoints (``decisions`` or ``events``)"""
+        self._keys = keys
+        self._checkpointing = checkpointing
+        self._fresh = fresh
+        """a writer id made for this process: its chain starts at 0, no need to look it up"""
+        self._capacity = capacity
+        self._batch = batch
+        self._commit = commit
+        self._chain: Chain | None = None
+        self._queue: deque[_Ticket] = deque()
+        """records not written yet, oldest first; only the writer thread removes from it"""
+        self._state = threading.Condition()
+        """guards the queue, the thread handle and the attempt counter (never held over I/O)"""
+        self._io = threading.Lock()
+        """held by whoever seals and writes (the writer thread; ``close`` after it stopped)"""
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self._attempts = 0
+        self._kick = False
+        self.last_error: str | None = None
+        self.refused = 0
+        self.checkpoint_error: str | None = None
+        self._checkpointed: tuple[int, str] | None = None
+        self._since_checkpoint = 0
+        self._checkpoint_at = checkpointing.monotonic() if checkpointing else 0.0
+        self._checkpoint_retry_at = 0.0
+        """after a failed checkpoint, no interval checkpoint is tried before this instant"""
+
+    # --- the request side ---------------------------------------------------------
+
+    def admit(self) -> None:
+        """Raise :class:`AuditBacklog` now if a record would not be taken (a request checks
+        before it does any work)."""
+        with self._state:
+            if len(self._queue) >= self._capacity:
+                self._refuse()
+
+    def _refuse(self) -> None:
+        self.refused += 1
+        self.metrics.backlog_refusals.labels(self.name).inc()
+        raise AuditBacklog(
+            f"the audit {self.name} queue is full ({self._capacity} records not yet written to"
+            f" {self.sink.describe()}); the request is refused rather than served without a record"
+        )
+
+    def append(self, record: dict[str, Any]) -> dict[str, Any] | None:
+        """Queue ``record`` behind any earlier ones and (group commit) wait until the writer
+        tried it: the sealed record once it is durably written, None when it is held
+        because the sink failed (or with ``commit="queued"``). :class:`AuditBacklog` when
+        the queue is full."""
+        ticket = _Ticket(record)
+        with self._state:
+            if len(self._queue) >= self._capacity:
+                self._refuse()
+            self._queue.append(ticket)
+            self.metrics.buffered.set(len(self._queue))
+            self._kick = True
+            self._start()
+            self._state.notify_all()
+            if self._commit == "queued":
+                return None
+            while not ticket.tried:
+                if not self._state.wait(timeout=WAIT_S) and not self._running():
+                    self._start()  # a writer that died (a bug) must not leave requests waiting
+        return ticket.sealed
+
+    def full(self) -> bool:
+        with self._state:
+            return len(self._queue) >= self._capacity
+
+    def retry(self) -> None:
+        """After a sink failure, have the writer try whatever is held now, and wait for
+        that try (a healthy writer is left alone)."""
+        with self._state:
+            if not self._queue or self.last_error is None:
+                return
+            self._start()
+            attempts = self._attempts
+            self._kick = True
+            self._state.notify_all()
+            while self._queue and self._attempts == attempts and self._running():
+                self._state.wait(timeout=WAIT_S)
+
+    def close(self, reason: str = "shutdown") -> None:
+        """Drain the queue (stops at a failing sink: those records stay held), stop the
+        writer thread, and checkpoint the head."""
+        with self._state:
+            thread = self._thread
+            self._stopping = True
+            self._state.notify_all()
+        if thread is not None:
+            thread.join()
+        with self._state:
+            self._thread = None
+            self._stopping = False
+        self.checkpoint(reason)
+
+    def _running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _start(self) -> None:
+        """Start the writer thread (under ``_state``) if it is not running."""
+        if not self._running():
+            self._thread = threading.Thread(
+                target=self._run, name=f"govsearch-audit-{self.name}", daemon=True
+            )
+            self._thread.start()
+
+    # --- the writer thread ----------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            with self._state:
+                work = self._kick or self._stopping or bool(self._queue and self.last_error is None)
+                if not work:  # idle, or held by a failing sink: a record, retry() or close kicks;
+                    self._state.wait(timeout=self._idle_wait())  # an interval checkpoint may be due
+                    work = self._kick or self._stopping or bool(self._queue and self.last_error is None)
+                self._kick = False
+                batch = list(itertools.islice(self._queue, self._batch)) if work else []
+                stopping = self._stopping
+            if batch:
+                if not self._write(batch) and stopping:
+                    return  # shutdown with a failing sink: the rest stays held
+            else:
+                with self._io:
+                    self._checkpoint_if_due()
+                if stopping:
+                    return
+
+    def _idle_wait(self) -> float | None:
+        cp = self._checkpointing
+        if cp is None or not self._since_checkpoint:
+            return None
+        return max(0.05, min(cp.every_s, RETRY_CHECKPOINT_S))
+
+    def _write(self, batch: list[_Ticket]) -> bool:
+        """Seal ``batch`` after the head, write it in one go; True when it was written."""
+        sealed: list[dict[str, Any]] = []
+        error: Exception | None = None
+        with self._io:
+            try:
+                if self._chain is None:
+                    head = None if self._fresh else self.sink.head(self.writer)
+                    self._chain = Chain(head or Head(self.writer), self._keys())
+                chain = Chain(self._chain.head, self._chain.keys)
+                for ticket in batch:
+                    record = chain.seal(ticket.record)
+                    chain.advance(record)
+                    sealed.append(record)
+                write_all(self.sink, sealed)
+                self._chain.head = chain.head
+                self._since_checkpoint += len(sealed)
+                self.last_error = None
+            except (SinkError, EngineError, OSError, AuditKeyError) as failure:
+                error = failure
+            except Exception as failure:  # a bug: held and reported like a sink failure, never fatal
+                log.exception("audit writer failed on a batch of %d record(s)", len(batch))
+                error = failure
+            if error is not None:
+                self.last_error = str(error)
+                self.metrics.sink_failures.labels(self.sink.name).inc()
+            self._checkpoint_if_due()
+        with self._state:
+            if error is None:
+                for ticket, record in zip(batch, sealed, strict=True):
+                    self._queue.popleft()
+                    ticket.sealed = record
+                    ticket.tried = True
+            else:
+                for ticket in self._queue:  # everyone waiting is answered: held, in order
+                    ticket.tried = True
+            self._attempts += 1
+            self.metrics.buffered.set(len(self._queue))
+            self._state.notify_all()
+            held = len(self._queue)
+        if error is not None:
+            log.warning("audit sink %s failed, %d record(s) held: %s", self.sink.describe(), held, error)
+        return error is None
+
+    # --- checkpoints ----------------------------------------------------------------
+
+    def _checkpoint_if_due(self) -> None:
+        cp = self._checkpointing
+        if cp is None or not self._since_checkpoint:
+            return
+        moment = cp.monotonic()
+        if moment < self._checkpoint_retry_at:  # a failing store is not retried on every record
+            return
+        if self._since_checkpoint >= cp.every_records or moment - self._checkpoint_at >= cp.every_s:
+            self._checkpoint("interval")
+
+    def _checkpoint(self, reason: str) -> None:
+        """Write the head (last sequence and hash) to the checkpoint store, unless it is
+        already there. A failure is logged and reported by ``status``, never raised."""
+        cp = self._checkpointing
+        if cp is None or self._chain is None or self._chain.head.sequence == 0:
+            return
+        head = (self._chain.head.sequence - 1, self._chain.head.prev_hash)
+        if head == self._checkpointed:
+            return
+        checkpoint: dict[str, Any] = {
+            "kind": "checkpoint",
+            "log": self.name,
+            "writer": self.writer,
+            "sequence": head[0],
+            "hash": head[1],
+            "reason": reason,
+        }
+        if cp.clock is not None:
+            checkpoint["time"] = iso(cp.clock())
+        try:
+            cp.store.write(seal_checkpoint(checkpoint, self._chain.keys))
+        except (SinkError, EngineError, OSError) as error:
+            self.checkpoint_error = f"checkpoints to {cp.store.describe()} failing: {error}"
+            log.warning("audit %s", self.checkpoint_error)
+            self._checkpoint_retry_at = cp.monotonic() + min(cp.every_s, RETRY_CHECKPOINT_S)
+            return
+        self.checkpoint_error = None
+        self._checkpointed = head
+        self._since_checkpoint = 0
+        self._checkpoint_at = cp.monotonic()
+
+    def checkpoint(self, reason: str = "interval", *, due_only: bool = False) -> None:
+        """Checkpoint the head now (``due_only``: if due, and only if the writer is not busy
+        writing: it checkpoints after its batch itself, and ``/readyz`` must not wait on a disk)."""
+        if not self._io.acquire(blocking=not due_only):
+            return
+        try:
+            if due_only:
+                self._checkpoint_if_due()
+            else:
+                self._checkpoint(reason)
+        finally:
+            self._io.release()
+
+    # --- reading --------------------------------------------------------------------
+
+    def buffered_total(self) -> int:
+        """Records not written yet (queued, or held by a failing sink)."""
+        with self._state:
+            return len(self._queue)
+
+    def pending(self) -> list[dict[str, Any]]:
+        with self._state:
+            return [ticket.record for ticket in self._queue]
+
+    def scan(self) -> Iterator[dict[str, Any]]:
+        """Written records, then queued ones (not yet sealed)."""
+        yield from self.sink.scan()
+        yield from self.pending()
+
+    def select(
+        self, request_id: str | None = None, since: datetime | None = None, until: datetime | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """The records with ``request_id`` (when given) and ``time`` in ``[since, until)``,
+        written then queued; the sink narrows the read where it can."""
+        written = self.sink.select(request_id=request_id, since=since, until=until)
+        for record in itertools.chain(written, self.pending()):
+            if (request_id is None or record.get("request_id") == request_id) and _within(
+                record.get("time"), since, until
+            ):
+                yield record
+
+
+def _within(value: Any, since: datetime | None, until: datetime | None) -> bool:
+    if since is None and until is None:
+        return True
+    if not isinstance(value, str):
+        return False
+    moment = parse_time(value)
+    return (since is None or moment >= since) and (until is None or moment < until)
