@@ -68,6 +68,9 @@ class ApiSettings(Section):
     request_deadline_s: float | None = Field(default=None, gt=0)
     """a search or compile request's total budget, engine calls included; past it the
     request answers 503 ``deadline_exceeded``. None: the engine timeout plus one second"""
+    secure_cookies: bool = False
+    """mark the console's cookies ``Secure`` even over plain http (behind a TLS-terminating
+    proxy); they are always ``Secure`` on a request that arrived over https"""
 
 
 class AuthSettings(Section):
@@ -147,6 +150,7 @@ ENV_OVERRIDES: dict[str, tuple[str, str]] = {
     "GOVSEARCH_POLICIES_INDEX_PREFIX": ("policies", "index_prefix"),
     "GOVSEARCH_MIN_HITS": ("search", "min_hits"),
     "GOVSEARCH_REQUEST_DEADLINE": ("api", "request_deadline_s"),
+    "GOVSEARCH_SECURE_COOKIES": ("api", "secure_cookies"),
     "GOVSEARCH_KEYS_INDEX": ("auth", "keys_index"),
     "GOVSEARCH_SEARCH_REQUIRES_KEY": ("auth", "search_requires_key"),
     "GOVSEARCH_OPEN_INTERNALS": ("auth", "open_internals"),

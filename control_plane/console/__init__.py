@@ -1,0 +1,53 @@
+"""The merchandiser's web console at ``/console`` (docs/console.md, ADR 0019): pages over
+the workflow, the service and the audit, signed in with an API key, served by the API's own
+process. Its scripts (htmx, CodeMirror 5) are vendored under ``static/``; nothing is loaded
+from anywhere else."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import urlencode
+
+from fastapi import FastAPI, Request
+from fastapi.responses import RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+
+from control_plane.console.pages import page, router
+from control_plane.console.session import ConsoleError, SignInNeeded
+
+STATIC = Path(__file__).parent / "static"
+SECURITY_HEADERS = {
+    # everything the console loads is its own: no CDN, no inline script
+    "content-security-policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:;"
+        " frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
+    ),
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "same-origin",
+    "cache-control": "no-store",
+}
+
+
+def install(app: FastAPI) -> None:
+    """Add the console's routes, its static files and the pages its refusals render."""
+    app.include_router(router)
+    app.mount("/console/static", StaticFiles(directory=STATIC), name="console-static")
+
+    @app.exception_handler(ConsoleError)
+    async def _refused(request: Request, error: ConsoleError) -> Response:
+        response = page(request, "error.html.j2", status=error.status, error=error)
+        response.headers.update(SECURITY_HEADERS)
+        return response
+
+    @app.exception_handler(SignInNeeded)
+    async def _sign_in(request: Request, error: SignInNeeded) -> Response:
+        query = {"message": error.message} if error.message else {}
+        return RedirectResponse("/console/sign-in" + ("?" + urlencode(query) if query else ""), 303)
+
+    @app.middleware("http")
+    async def _headers(request: Request, call_next):  # type: ignore[no-untyped-def]
+        response: Response = await call_next(request)
+        if request.url.path.startswith("/console") and not request.url.path.startswith("/console/static"):
+            for name, value in SECURITY_HEADERS.items():
+                response.headers.setdefault(name, value)
+        return response
