@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 from urllib.parse import quote, urlencode
 
+import jinja2
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
@@ -47,7 +48,10 @@ from control_plane.service import SearchRequest, SearchService
 from control_plane.times import parse_time
 
 T = TypeVar("T")
-TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
+TEMPLATES = Jinja2Templates(env=jinja2.Environment(
+    loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
+    autoescape=True,  # always: the templates end in .j2, which select_autoescape would not escape
+))
 SignedIn = Annotated[Principal, Depends(signed_in)]
 AUDITORS = ("auditor",)
 MAX_DIFF_QUERIES = 500

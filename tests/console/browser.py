@@ -48,7 +48,7 @@ def browser() -> Any:
     """Headless chromium, 1400x1000. Without Debian's chromium the test fails, saying what
     to install (``.ci/run`` and ``make test-browser`` install it): never a silent skip."""
     if not (shutil.which(CHROMIUM) and shutil.which(CHROMEDRIVER)):
-        pytest.fail("needs Debian's chromium and chromium-driver: apt-get install -y chromium chromium-driver")
+        pytest.fail("needs Debian's chromium and its driver: apt-get install -y chromium chromium-driver")
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 

@@ -178,12 +178,22 @@ def test_the_whole_workflow_in_a_browser(console: Console, lifecycle: Lifecycle)
     c.submit("run-diff")
     assert "1 of 2 intent(s) change" in c.text("#diff-summary")
     assert "creamer" in c.text("#diff")
+    c.shot("review")
+
+    # The preview: live without the draft, staging with it, the consumed span marked.
+    c.preview("creamer")
+    assert "coffee-creamers" not in c.applied_on("live")
+    assert "coffee-creamers" in c.applied_on("staging")
+    mark = c.driver.find_element(By.CSS_SELECTOR, 'section[data-side="staging"] p.intent mark')
+    assert mark.text == "creamer" and "coffee-creamers" in (mark.get_attribute("data-policies") or "")
+    c.shot("preview")
+    c.open("/console/review")
 
     # Four eyes: the author may not approve her own change; the workflow says why.
     c.submit("approve")
     refusal = c.text("#refusal")
     assert "self_approval" in refusal and "another approver must approve it" in refusal
-    c.shot("review")
+    c.shot("review-refused")
     c.sign_out()
 
     # An auditor may read but not approve: the workflow's role refusal.
@@ -205,21 +215,17 @@ def test_the_whole_workflow_in_a_browser(console: Console, lifecycle: Lifecycle)
     promoted = lc.workflow.environment("live").version
     assert promoted != live_before
 
-    # The preview shows the new behaviour on live, with the consumed span marked.
+    # The preview shows the new behaviour on live: each hit placed by the policy.
     c.preview("creamer")
     assert "coffee-creamers" in c.applied_on("live")
-    mark = c.driver.find_element(By.CSS_SELECTOR, 'section[data-side="live"] p.intent mark')
-    assert mark.text == "creamer" and "coffee-creamers" in (mark.get_attribute("data-policies") or "")
     hits = c.driver.find_elements(By.CSS_SELECTOR, 'section[data-side="live"] tr.hit')
     assert len(hits) >= 3 and all("coffee-creamers" in h.text for h in hits)
-    c.shot("preview")
 
     # The kill switch, from the policy's page.
     c.open("/console/policies/coffee-creamers")
     assert "Shoppers typing creamer want coffee creamers" in c.text(".explain")
     history = c.text("#history-table")
     assert "promote" in history and "bob" in history and "creamers campaign" in history
-    c.shot("policy")
     c.fill("disable-reason", "customer complaints")
     c.submit("disable-reason")
     assert "Done: disabled" in c.text("#notice")
@@ -247,3 +253,11 @@ def test_the_whole_workflow_in_a_browser(console: Console, lifecycle: Lifecycle)
     c.shot("audit")
     c.open("/console/audit?policy_id=coffee-creamers")
     assert request_id in c.text("#decisions")
+
+    # The policy's page: history with the kill switch and the rollback, impact from the audit.
+    c.open("/console/policies/coffee-creamers")
+    history = c.text("#history-table")
+    assert "customer complaints" in history and "complaints resolved" in history
+    assert "enabled" in history  # the field the kill switch and the rollback changed
+    assert "applied 1" in c.text("#impact-table")
+    c.shot("policy")
