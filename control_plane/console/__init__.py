@@ -6,13 +6,13 @@ from anywhere else."""
 from __future__ import annotations
 
 from pathlib import Path
-from urllib.parse import urlencode
 
 from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from control_plane.console.pages import page, router
+from control_plane.console import authoring, pages, review
+from control_plane.console.rendering import page
 from control_plane.console.session import ConsoleError, SignInNeeded
 
 STATIC = Path(__file__).parent / "static"
@@ -30,7 +30,8 @@ SECURITY_HEADERS = {
 
 def install(app: FastAPI) -> None:
     """Add the console's routes, its static files and the pages its refusals render."""
-    app.include_router(router)
+    for module in (pages, authoring, review):
+        app.include_router(module.router)
     app.mount("/console/static", StaticFiles(directory=STATIC), name="console-static")
 
     @app.exception_handler(ConsoleError)
@@ -41,8 +42,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(SignInNeeded)
     async def _sign_in(request: Request, error: SignInNeeded) -> Response:
-        query = {"message": error.message} if error.message else {}
-        return RedirectResponse("/console/sign-in" + ("?" + urlencode(query) if query else ""), 303)
+        return RedirectResponse("/console/sign-in" + ("?note=expired" if error.message else ""), 303)
 
     @app.middleware("http")
     async def _headers(request: Request, call_next):  # type: ignore[no-untyped-def]

@@ -146,7 +146,9 @@ def test_the_whole_workflow_in_a_browser(console: Console, lifecycle: Lifecycle)
 
     # A draft with a typo: the loader's error, at its line, marked in the editor.
     c.open("/console/author")
-    c.edit(TYPO)
+    c.edit(TYPO)  # the editor asks the loader as the author types
+    WebDriverWait(c.driver, WAIT_S).until(lambda d: "line 10" in c.text("#live-problems"))
+    assert "unknown_field" in c.text("#live-problems")
     c.fill("reason", "creamers")
     c.submit("save-draft")
     problems = c.text("#problems")
@@ -163,6 +165,7 @@ def test_the_whole_workflow_in_a_browser(console: Console, lifecycle: Lifecycle)
 
     # Fixed: staged; then its test file.
     c.edit(FIXED)
+    WebDriverWait(c.driver, WAIT_S).until(lambda d: "no problem" in c.text("#live-problems"))
     c.submit("save-draft")
     assert "Saved coffee-creamers to staging" in c.text("#notice")
     c.open("/console/tests?file=grocery/tests/creamers.yaml")

@@ -57,6 +57,13 @@ def test_a_draft_with_an_error_comes_back_at_its_line(lifecycle: Lifecycle) -> N
     assert broken.split("\n")[3] in page.text  # the author's text is kept
     syntax = client.post("/console/author", data={"policy_yaml": "id: [unclosed\n", "csrf": token})
     assert syntax.status_code == 422 and "yaml_syntax" in syntax.text
+    live = client.post("/console/author/check", data={"policy_yaml": broken, "csrf": token})
+    assert live.status_code == 200
+    assert [(e["line"], e["code"]) for e in live.json()["errors"]] == [(4, "invalid_value")]
+    assert client.post("/console/author/check", data={"policy_yaml": DRAFT, "csrf": token}).json() == {
+        "errors": []
+    }
+    assert client.post("/console/author/check", data={"policy_yaml": DRAFT}).status_code == 403
     assert not lifecycle.workflow.history(action="draft")
 
 

@@ -23,6 +23,7 @@ rules:
 
 STATE_CHANGING = {
     "/console/author": {"policy_yaml": POLICY_YAML, "reason": "x"},
+    "/console/author/check": {"policy_yaml": POLICY_YAML},
     "/console/tests": {"file": "grocery/tests/c.yaml", "tests_yaml": ""},
     "/console/review/test": {"version": "staging"},
     "/console/review/approve": {"version": "staging"},
@@ -168,7 +169,7 @@ def test_sign_out_ends_the_session(lifecycle: Lifecycle) -> None:
     token = sign_in(client, lc.keys["dan"])
     answer = client.post("/console/sign-out", data={"csrf": token}, follow_redirects=False)
     assert answer.status_code == 303
-    assert answer.headers["location"].startswith("/console/sign-in")
+    assert answer.headers["location"] == "/console/sign-in?note=signed_out"
     cleared = next(v for v in answer.headers.get_list("set-cookie") if v.startswith(COOKIE + "="))
     assert "max-age=0" in cleared.lower()
     assert client.get("/console/policies", follow_redirects=False).status_code == 303
@@ -184,4 +185,5 @@ def test_a_revoked_key_ends_its_session(lifecycle: Lifecycle) -> None:
     store.revoke(lc.principals["dan"].key_id or "", lc.workflow.clock())
     answer = client.get("/console/policies", follow_redirects=False)
     assert answer.status_code == 303
-    assert "/console/sign-in" in answer.headers["location"]
+    assert answer.headers["location"] == "/console/sign-in?note=expired"
+    assert "no longer valid" in client.get(answer.headers["location"]).text

@@ -24,10 +24,36 @@
         "Esc": function (c) { c.getInputField().blur(); }
       }
     });
-    (area.dataset.errorLines || "").split(",").filter(Boolean).forEach(function (n) {
-      var line = parseInt(n, 10) - 1;
-      if (line >= 0 && line < cm.lineCount()) cm.addLineClass(line, "background", "cm-error-line");
-    });
+    var marked = [];
+    function mark(lines) {
+      marked.forEach(function (h) { cm.removeLineClass(h, "background", "cm-error-line"); });
+      marked = [];
+      lines.forEach(function (n) {
+        var line = n - 1;
+        if (line >= 0 && line < cm.lineCount()) marked.push(cm.addLineClass(line, "background", "cm-error-line"));
+      });
+    }
+    mark((area.dataset.errorLines || "").split(",").filter(Boolean).map(function (n) { return parseInt(n, 10); }));
+    // the loader's verdict as the author types (nothing is saved): lines marked, problems listed
+    var check = area.dataset.check, timer = null, live = document.getElementById("live-problems");
+    var token = area.form && area.form.querySelector('input[name="csrf"]');
+    if (check && token) {
+      cm.on("changes", function () {
+        clearTimeout(timer);
+        timer = setTimeout(function () {
+          var body = new URLSearchParams({ csrf: token.value, policy_yaml: cm.getValue() });
+          fetch(check, { method: "POST", body: body, credentials: "same-origin" })
+            .then(function (r) { return r.ok ? r.json() : { errors: [] }; })
+            .then(function (answer) {
+              mark(answer.errors.map(function (e) { return e.line; }).filter(Boolean));
+              if (!live) return;
+              live.textContent = answer.errors.length
+                ? answer.errors.map(function (e) { return "line " + e.line + ", column " + e.column + ": " + e.code + " " + e.message; }).join("; ")
+                : "The loader finds no problem.";
+            });
+        }, 500);
+      });
+    }
     area.form && area.form.addEventListener("submit", function () { cm.save(); });
     document.querySelectorAll("li.problem a").forEach(function (a) {
       a.addEventListener("click", function (ev) {
