@@ -25,7 +25,8 @@ class PolicyRow:
     enabled: bool
     triggers: str
     compared: str
-    """against the other environment: ``same``, ``changed``, ``only here``"""
+    """against the other environment: ``same``, ``changed``, ``only here`` (empty: the other
+    environment has nothing published)"""
 
 
 def trigger_words(policy: Policy) -> str:
@@ -37,8 +38,9 @@ def trigger_words(policy: Policy) -> str:
         if isinstance(value, str):
             words.append(value)
         elif isinstance(value, Mapping):
-            for item in value.values():
-                walk(item)
+            for key, item in value.items():
+                if key not in ("kind", "consume"):  # the trigger's form, not its words
+                    walk(item)
         elif isinstance(value, list):
             for item in value:
                 walk(item)
@@ -76,7 +78,12 @@ def policy_rows(
         if not matches(policy, query, where):
             continue
         counterpart = theirs.get(policy.id)
-        compared = "only here" if counterpart is None else ("same" if counterpart == policy else "changed")
+        if other is None:
+            compared = ""  # nothing to compare with (staging starts as a copy of live)
+        elif counterpart is None:
+            compared = "only here"
+        else:
+            compared = "same" if counterpart == policy else "changed"
         rows.append(PolicyRow(
             policy.id, policy.title, policy.kind, policy.owner, policy.priority, policy.enabled,
             trigger_words(policy), compared,

@@ -142,7 +142,6 @@ def test_the_whole_workflow_in_a_browser(console: Console, lifecycle: Lifecycle)
     c.submit("q")
     rows = c.driver.find_elements(By.CSS_SELECTOR, "#live-policies tbody tr[data-policy]")
     assert rows and all("orange" in r.text.lower() for r in rows)
-    c.shot("policies")
 
     # A draft with a typo: the loader's error, at its line, marked in the editor.
     c.open("/console/author")
@@ -172,6 +171,11 @@ def test_the_whole_workflow_in_a_browser(console: Console, lifecycle: Lifecycle)
     c.edit(TESTS)
     c.submit("save-tests")
     assert "Saved grocery/tests/creamers.yaml" in c.text("#notice")
+    c.open("/console/policies")
+    staged = c.driver.find_element(By.CSS_SELECTOR, "#staging-policies tr[data-policy='coffee-creamers']")
+    assert "only here" in staged.text
+    assert not c.driver.find_elements(By.CSS_SELECTOR, "#live-policies tr[data-policy='coffee-creamers']")
+    c.shot("policies")
 
     # Run the tests, see the diff.
     c.submit("run-tests")
