@@ -178,6 +178,7 @@ def test_the_whole_workflow_in_a_browser(console: Console, lifecycle: Lifecycle)
     c.shot("policies")
 
     # Run the tests, see the diff.
+    c.open("/console/review")
     c.submit("run-tests")
     report = c.text("#test-report")
     assert "creamer shows coffee creamers only" in report and "failed" not in report.split("\n", 1)[1]
