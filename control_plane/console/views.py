@@ -48,7 +48,7 @@ def trigger_words(policy: Policy) -> str:
             words.append("always")
 
     walk(data)
-    return ", ".join(dict.fromkeys(words))
+    return ", ".join(dict.fromkeys(words)) or str(data.get("kind", ""))  # e.g. always
 
 
 def matches(policy: Policy, query: str, where: str) -> bool:

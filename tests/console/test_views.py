@@ -36,6 +36,7 @@ def test_trigger_words_leave_out_the_trigger_form() -> None:
     assert matches(POLICIES.policy("oranges"), "ORANG", "trigger")
     assert not matches(POLICIES.policy("oranges"), "orang", "owner")
     assert matches(POLICIES.policy("oranges"), "", "id")
+    assert trigger_words(POLICIES.policy("in-stock-only")) == "always"
 
 
 def test_rows_compare_with_the_other_environment() -> None:
