@@ -16,16 +16,6 @@ from control_plane.console.rendering import page
 from control_plane.console.session import ConsoleError, SignInNeeded
 
 STATIC = Path(__file__).parent / "static"
-SECURITY_HEADERS = {
-    # everything the console loads is its own: no CDN, no inline script
-    "content-security-policy": (
-        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:;"
-        " frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
-    ),
-    "x-content-type-options": "nosniff",
-    "referrer-policy": "same-origin",
-    "cache-control": "no-store",
-}
 
 
 def install(app: FastAPI) -> None:
@@ -36,18 +26,8 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(ConsoleError)
     async def _refused(request: Request, error: ConsoleError) -> Response:
-        response = page(request, "error.html.j2", status=error.status, error=error)
-        response.headers.update(SECURITY_HEADERS)
-        return response
+        return page(request, "error.html.j2", status=error.status, error=error)
 
     @app.exception_handler(SignInNeeded)
     async def _sign_in(request: Request, error: SignInNeeded) -> Response:
         return RedirectResponse("/console/sign-in" + ("?note=expired" if error.message else ""), 303)
-
-    @app.middleware("http")
-    async def _headers(request: Request, call_next):  # type: ignore[no-untyped-def]
-        response: Response = await call_next(request)
-        if request.url.path.startswith("/console") and not request.url.path.startswith("/console/static"):
-            for name, value in SECURITY_HEADERS.items():
-                response.headers.setdefault(name, value)
-        return response

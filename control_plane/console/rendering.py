@@ -21,6 +21,17 @@ from control_plane.lifecycle.suite import SuiteLoadError
 from control_plane.lifecycle.workflow import Environment, Refused, Workflow
 
 T = TypeVar("T")
+SECURITY_HEADERS = {
+    # everything the console loads is its own: no CDN, no inline script
+    "content-security-policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:;"
+        " frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
+    ),
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "same-origin",
+    "cache-control": "no-store",
+}
+"""on every page (not on the API: no middleware, so the search path pays nothing)"""
 TEMPLATES = Jinja2Templates(env=jinja2.Environment(
     loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
     autoescape=True,  # always: the templates end in .j2, which select_autoescape would not escape
@@ -34,6 +45,7 @@ def page(request: Request, template: str, status: int = 200, **context: Any) -> 
         {"principal": principal, "csrf": getattr(request.state, "csrf", ""), "csrf_field": CSRF_FIELD,
          **context},
         status_code=status,
+        headers=SECURITY_HEADERS,
     )
 
 

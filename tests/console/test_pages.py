@@ -9,7 +9,7 @@ import re
 
 from fastapi.testclient import TestClient
 
-from control_plane.console import SECURITY_HEADERS
+from control_plane.console.rendering import SECURITY_HEADERS
 from tests.console.conftest import sign_in
 from tests.lifecycle.conftest import Lifecycle
 
