@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test test-unit test-clocks drills fuzz-api lint typecheck bench bench-http bench-lifecycle bench-policy-check engine-start engine-stop clean
+.PHONY: setup demo test test-browser browser-deps test-unit test-clocks drills fuzz-api lint typecheck bench bench-http bench-lifecycle bench-policy-check engine-start engine-stop clean
 
 setup: $(STAMP) local_engine/target/classpath.txt
 
@@ -22,8 +22,17 @@ local_engine/target/classpath.txt: local_engine/pom.xml $(wildcard local_engine/
 demo: setup
 	$(BIN)/govsearch demo
 
-test: setup
+test: setup browser-deps
 	$(BIN)/pytest
+
+# The console in Debian's chromium through chromedriver (Selenium; nothing downloaded at run
+# time); writes the screenshots in docs/console/. Also part of `make test`.
+test-browser: setup browser-deps
+	$(BIN)/pytest -q -m browser
+
+browser-deps:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+	  { apt-get update -qq && apt-get install -y -qq chromium chromium-driver; }
 
 test-unit: setup
 	$(BIN)/pytest -m "not engine"

@@ -88,6 +88,9 @@ class ApiSettings(Section):
     fsync): the size of the API's thread pool (anyio's limiter)"""
     access_log: bool = True
     """one plain line per request on stderr (``govsearch serve``); false: none"""
+    secure_cookies: bool = False
+    """mark the console's cookies ``Secure`` even over plain http (behind a TLS-terminating
+    proxy); they are always ``Secure`` on a request that arrived over https"""
 
 
 class AuthSettings(Section):
@@ -223,6 +226,7 @@ ENV_OVERRIDES: dict[str, tuple[str, str]] = {
     "GOVSEARCH_API_THREADS": ("api", "threads"),
     "GOVSEARCH_API_ACCESS_LOG": ("api", "access_log"),
     "GOVSEARCH_ENGINE_CONNECTIONS": ("engine", "connections"),
+    "GOVSEARCH_SECURE_COOKIES": ("api", "secure_cookies"),
     "GOVSEARCH_KEYS_INDEX": ("auth", "keys_index"),
     "GOVSEARCH_SEARCH_REQUIRES_KEY": ("auth", "search_requires_key"),
     "GOVSEARCH_OPEN_INTERNALS": ("auth", "open_internals"),

@@ -162,5 +162,8 @@ def create_app(service: SearchService, *, clock: Clock) -> FastAPI:
 
     app.include_router(build_agent_router(service, clock), dependencies=search_key)
     app.include_router(policies_router)
+    from control_plane.console import install as install_console  # lazy: the console is an edge module
+
+    install_console(app)
     install_audit(app, service, clock)  # audit routes, /metrics, recorder (last: outermost middleware)
     return app
