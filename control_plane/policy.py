@@ -128,6 +128,16 @@ class Pattern(Frozen):
 
     parts: tuple[PatternPart, ...]
 
+    @model_validator(mode="before")
+    @classmethod
+    def _stored_before_parts(cls, data: Any) -> Any:
+        """A set stored by an earlier release (``{"cues": [...], "capture": name}``, a cue
+        group then one capture) reads as the same pattern, so a live set published before
+        an upgrade keeps serving."""
+        if isinstance(data, dict) and "parts" not in data and "cues" in data and "capture" in data:
+            return {"parts": [{"cues": data["cues"]}, {"capture": data["capture"]}]}
+        return data
+
     @classmethod
     def parse(cls, text: str) -> Pattern:
         shape = (

@@ -243,3 +243,9 @@ def test_a_rendered_text_exclusion_is_an_analysed_phrase_query() -> None:
     }}
     assert "match" not in plan.exclusions[0].model_dump()
     assert plan.exclusions[1].model_dump()["match"] == "phrase"
+
+
+def test_a_pattern_stored_by_an_earlier_release_reads_as_the_same_pattern() -> None:
+    # the JSON a policies index written before patterns had parts holds
+    stored = {"cues": ["without", "sans"], "capture": "item"}
+    assert Pattern.model_validate(stored) == Pattern.parse("(without|sans) {item}")
