@@ -28,9 +28,9 @@ the boundary that received it, and each trigger phrase and cue here, when it is 
 (what the percolator stores is what the engine analyses of the normalised phrase).
 
 Matching at scale (100,000 policies, ADR 0015): a version index holds one percolator
-document per distinct trigger query (:func:`index_documents`): a phrase of a ``phrase`` or
-``any`` trigger, a pattern's cue, an ``exact`` phrase with its token count; never one per
-policy. Synthetic and real sets share their phrases (thousands of policies on "without"),
+document per distinct trigger query (:func:`index_documents`): a phrase of a ``phrase``,
+``any`` or ``vocabulary`` trigger, a pattern's cue (a suffix cue its own kind), an ``exact``
+phrase with its token count, an ``unless`` phrase; never one per policy. Synthetic and real sets share their phrases (thousands of policies on "without"),
 so an intent matches tens of documents, not thousands of policies. The percolation asks
 for no ``_source`` (the hit ids are the documents), highlights those few documents (their
 words are the spans: a trigger's spans are the union of its phrases' highlighted words,
@@ -39,7 +39,9 @@ adjacent words merged, exactly what highlighting the policy's own ``bool.should`
 ``index.max_result_window`` limits it. Which policies a document serves, and the filters
 the engine applied before (``enabled``, cohorts, the active window at ``now``), are in
 memory: :class:`Triggers`, built once per loaded version, groups the policies sharing one
-trigger query; spans and captures are computed once per group.
+trigger query; their spans are computed once per group. Patterns, vocabularies and
+triggers with ``unless`` phrases are read one by one around their phrases' highlighted
+ranges (:func:`~control_plane.matcher_patterns.resolve`, cached per distinct pattern).
 
 Indices written by earlier releases (one percolator document per policy, with or without
 phrase documents) carry no :data:`LAYOUT_ID` marker: they are matched the old way
@@ -228,17 +230,10 @@ def index_documents(
 
     queries: set[tuple[str, str]] = set()
     for policy in policies:
-        trigger = policy.trigger
-        if trigger.kind == "pattern":
-            raw = [("phrase", cue) for pattern in trigger.patterns for cue in pattern.cues]
-        elif trigger.kind in ("phrase", "any", "exact"):
-            raw = [("exact" if trigger.kind == "exact" else "phrase", value) for value in trigger.values]
-        else:
-            raw = []
-        queries.update((kind, t) for kind, phrase in raw if (t := text(phrase)))
+        queries.update((kind, t) for kind, phrase in _queries_of(policy.trigger) if (t := text(phrase)))
     documents: list[tuple[str, dict[str, Any]]] = []
     for kind, phrase in sorted(queries):
-        query: dict[str, Any] = {"match_phrase": {"intent": phrase}}
+        query = phrase_query(phrase, suffix=kind == "suffix")
         if kind == "exact":
             query = {"bool": {"must": [query], "filter": [{"term": {"intent.tokens": count_tokens(phrase)}}]}}
         doc_id = trigger_id(kind, phrase)
@@ -246,6 +241,24 @@ def index_documents(
         documents.append((doc_id, source))
     yield from sorted(documents, key=lambda document: document[0])
     yield LAYOUT_ID, {"doc_type": "layout", "trigger": ""}
+
+
+def _query_kind(trigger: Trigger, phrase: str) -> str:
+    """The document kind of one of ``trigger``'s own phrases: ``exact``, ``suffix`` (a
+    ``-free`` cue, :func:`~control_plane.matcher_patterns.phrase_query`) or ``phrase``."""
+    if trigger.kind == "exact":
+        return "exact"
+    return "suffix" if trigger.kind == "pattern" and is_suffix(phrase) else "phrase"
+
+
+def _queries_of(trigger: Trigger) -> list[tuple[str, str]]:
+    """(kind, phrase) of every query a trigger needs: its own phrases (cues, values,
+    vocabulary words, exact phrases) and its ``unless`` phrases."""
+    own = trigger.values if trigger.kind == "exact" else trigger_cues(trigger)
+    return [
+        *((_query_kind(trigger, phrase), phrase) for phrase in own),
+        *(("phrase", phrase) for phrase in trigger.unless),
+    ]
 
 
 @dataclass(frozen=True)
@@ -272,8 +285,6 @@ class _Group:
     kind: str
     """``phrases`` (phrase, any, pattern), ``exact`` or ``always``"""
     documents: tuple[str, ...]
-    capture: str | None
-    """a pattern's capture name (patterns with the same cues and name share a group)"""
     everyone: tuple[str, ...]
     """ids of the members with neither cohorts nor an active window"""
     conditional: tuple[_Member, ...]
@@ -282,11 +293,35 @@ class _Group:
         return [*self.everyone, *(m.policy_id for m in self.conditional if m.applies(cohorts, now))]
 
 
-class Triggers:
-    """Per version: which policies each trigger document serves (built once, at load)."""
+@dataclass(frozen=True)
+class _Read:
+    """A policy whose match is read around its highlighted phrases by
+    :func:`~control_plane.matcher_patterns.resolve` (patterns, vocabularies, ``unless``)."""
 
-    def __init__(self, groups: Iterable[_Group]) -> None:
+    policy: Policy
+    member: _Member
+    phrases: tuple[tuple[str, str], ...]
+    """(phrase as the policy writes it, its document id): own phrases and unless phrases"""
+
+
+class Triggers:
+    """Per version: which policies each trigger document serves (built once, at load).
+    Plain phrase, any, exact and always triggers are grouped by their documents and
+    expanded without reading the intent; the others are read one by one (:class:`_Read`)."""
+
+    def __init__(self, groups: Iterable[_Group], read: Iterable[tuple[tuple[str, ...], _Read]] = ()) -> None:
         self.always: tuple[_Group, ...] = ()
+        self.read_always: tuple[_Read, ...] = ()
+        self.read_by_document: dict[str, tuple[_Read, ...]] = {}
+        read_by_document: dict[str, list[_Read]] = {}
+        read_always: list[_Read] = []
+        for documents, entry in read:
+            if entry.policy.trigger.kind == "always":
+                read_always.append(entry)
+            for document in documents:
+                read_by_document.setdefault(document, []).append(entry)
+        self.read_always = tuple(read_always)
+        self.read_by_document = {d: tuple(e) for d, e in read_by_document.items()}
         by_document: dict[str, list[_Group]] = {}
         always: list[_Group] = []
         for group in groups:
@@ -299,7 +334,8 @@ class Triggers:
 
     @classmethod
     def of(cls, policies: Iterable[Policy]) -> Triggers:
-        members: dict[tuple[str, tuple[str, ...], str | None], list[Policy]] = {}
+        members: dict[tuple[str, tuple[str, ...]], list[Policy]] = {}
+        read: list[tuple[tuple[str, ...], _Read]] = []
         # 100,000 policies share a few thousand phrases: normalise and hash each once
         ids: dict[tuple[str, str], str | None] = {}
 
@@ -314,29 +350,23 @@ class Triggers:
                 continue  # never matched (the engine filtered them before)
             trigger = policy.trigger
             kind = {"always": "always", "exact": "exact"}.get(trigger.kind, "phrases")
-            if trigger.kind == "pattern":
-                phrases = sorted({cue for pattern in trigger.patterns for cue in pattern.cues})
-            else:
-                phrases = list(trigger.values) if trigger.kind != "always" else []
-            query_kind = "exact" if trigger.kind == "exact" else "phrase"
-            documents = tuple(dict.fromkeys(d for p in phrases if (d := document(query_kind, p))))
-            capture = trigger.patterns[0].capture if trigger.kind == "pattern" else None
-            members.setdefault((kind, documents, capture), []).append(policy)
-        groups = []
-        for (kind, documents, capture), policies_ in members.items():
-            everyone = tuple(p.id for p in policies_ if not p.cohorts and p.active is None)
-            conditional = tuple(
-                _Member(
-                    p.id,
-                    frozenset(p.cohorts),
-                    p.active.start if p.active else None,
-                    p.active.until if p.active else None,
-                )
-                for p in policies_
-                if p.cohorts or p.active is not None
+            own = trigger.values if trigger.kind == "exact" else trigger_cues(trigger)
+            documents = tuple(
+                dict.fromkeys(d for p in own if (d := document(_query_kind(trigger, p), p)))
             )
-            groups.append(_Group(kind, documents, capture, everyone, conditional))
-        return cls(groups)
+            if trigger.kind in ("pattern", "vocabulary") or trigger.unless:
+                phrases = tuple(
+                    (phrase, d) for kind_, phrase in _queries_of(trigger) if (d := document(kind_, phrase))
+                )
+                read.append((documents, _Read(policy, _member_of(policy), phrases)))
+                continue
+            members.setdefault((kind, documents), []).append(policy)
+        groups = []
+        for (kind, documents), policies_ in members.items():
+            everyone = tuple(p.id for p in policies_ if not p.cohorts and p.active is None)
+            conditional = tuple(_member_of(p) for p in policies_ if p.cohorts or p.active is not None)
+            groups.append(_Group(kind, documents, everyone, conditional))
+        return cls(groups, read)
 
     def expand(
         self, intent: str, ranges: Mapping[str, list[tuple[int, int]]], cohorts: frozenset[str], now: datetime
@@ -349,7 +379,7 @@ class Triggers:
             for group in self.by_document.get(document, ()):
                 groups.setdefault(id(group), group)
         whole = (Span(start=0, end=len(intent), text=intent),)
-        found: list[tuple[_Group, list[str], tuple[Span, ...]]] = []
+        found: list[tuple[list[str], tuple[Span, ...]]] = []
         for group in [*groups.values(), *self.always]:
             ids = group.applying(cohorts, now)
             if not ids:
@@ -361,24 +391,39 @@ class Triggers:
             else:
                 marks = [r for document in group.documents for r in ranges.get(document, ())]
                 spans = spans_of(intent, marks) or whole
-            found.append((group, ids, spans))
-        # Patterns share cues: thousands of matched patterns may have the same few cue spans,
-        # so the captures are computed once per distinct cue span and name.
-        cues = {(s.start, s.end): s for g, _, spans in found if g.capture is not None for s in spans}
-        cue_spans = [cues[key] for key in sorted(cues)]
-        captured: dict[tuple[int, int, str], CapturedText | None] = {}
+            found.append((ids, spans))
         matches: list[Match] = []
-        for group, ids, spans in found:
-            captures: tuple[CapturedText, ...] = ()
-            if group.capture is not None:
-                name = group.capture
-                for span in spans:
-                    if (span.start, span.end, name) not in captured:
-                        captured[(span.start, span.end, name)] = capture_after(intent, span, cue_spans, name)
-                captures = tuple(c for span in spans if (c := captured[(span.start, span.end, name)]))
+        for ids, spans in found:
             # built by this module from validated parts: no second validation per policy
-            matches.extend(Match.model_construct(policy_id=i, spans=spans, captures=captures) for i in ids)
+            matches.extend(Match.model_construct(policy_id=i, spans=spans, captures=()) for i in ids)
+        matches += self._read(intent, ranges, cohorts, now)
         return tuple(sorted(matches, key=lambda m: m.policy_id))
+
+    def _read(
+        self, intent: str, ranges: Mapping[str, list[tuple[int, int]]], cohorts: frozenset[str], now: datetime
+    ) -> list[Match]:
+        """The matches of patterns, vocabularies and triggers with ``unless`` phrases whose
+        own documents matched: read around their phrases' ranges."""
+        candidates: dict[str, _Read] = {e.policy.id: e for e in self.read_always}
+        for document in ranges:
+            for entry in self.read_by_document.get(document, ()):
+                candidates.setdefault(entry.policy.id, entry)
+        found = [
+            (entry.policy, {phrase: ranges[d] for phrase, d in entry.phrases if d in ranges})
+            for entry in candidates.values()
+            if entry.member.applies(cohorts, now)
+        ]
+        # Patterns share cues: thousands of matched patterns may have the same few cue spans,
+        # so the captures are computed once per distinct pattern and cue spans (``cache``).
+        anchors = anchors_of(found, intent)
+        cache: dict[Any, Any] = {}
+        return [m for policy, own in found if (m := resolve(policy, intent, own, anchors, cache))]
+
+
+def _member_of(policy: Policy) -> _Member:
+    window = policy.active
+    start, until = (window.start, window.until) if window else (None, None)
+    return _Member(policy.id, frozenset(policy.cohorts), start, until)
 
 
 class PolicyMap(dict[str, Policy]):

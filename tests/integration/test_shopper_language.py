@@ -73,7 +73,7 @@ def composed(engine: Engine, published: tuple[str, PolicySet], intent: str) -> C
     index, frozen = published
     cleaned = matcher.clean_intent(intent)
     found = matcher.match(engine, index, cleaned, {p.id: p for p in frozen.policies}, now=FIXED_NOW)
-    return compose(frozen, cleaned, found, ComposeContext())
+    return compose(frozen, cleaned, found, ComposeContext(category_field="categories"))
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["intent"] for c in CASES])
