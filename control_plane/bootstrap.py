@@ -59,8 +59,11 @@ def directory_service(engine: Engine, settings: Settings, directory: str | Path)
     """A search service over a policy directory as it is on disk: pinned to the directory's
     own version index (written if missing, immutable like any); no environment moves."""
     policy_set = load_policy_set(resolve(directory))
-    index = policy_store.write_index(engine, settings.policies.index_prefix, policy_set)
-    return SearchService(settings, engine, profile_of(settings), index=index)
+    profile = profile_of(settings)
+    index = policy_store.write_index(
+        engine, settings.policies.index_prefix, policy_set, analysis=profile.policy_analysis()
+    )
+    return SearchService(settings, engine, profile, index=index)
 
 
 def read_personas(path: Path) -> list[dict[str, Any]]:

@@ -164,7 +164,7 @@ def test_an_index_published_before_phrase_documents_matches_the_same(
     mapping = json.loads(json.dumps(policy_store.policies_mapping()))
     del mapping["mappings"]["properties"]["phrase"]
     with monkeypatch.context() as patch:
-        patch.setattr(policy_store, "policies_mapping", lambda: mapping)
+        patch.setattr(policy_store, "policies_mapping", lambda *_analysis: mapping)
         patch.setattr(policy_store, "phrase_documents", lambda _policies: iter(()))
         old = policy_store.publish(engine, f"{index_prefix}-old", policy_set, "live")
     assert "phrase" not in engine.request("GET", f"/{old}/_mapping")[old]["mappings"]["properties"]
