@@ -20,6 +20,7 @@ import yaml
 from control_plane import matcher, policy_store
 from control_plane.catalog.analysis import PRESETS, engine_stopwords
 from control_plane.catalog.profile import CatalogProfile, load_profile
+from control_plane.catalog_loader import load_catalog
 from control_plane.engine import Engine
 from control_plane.loader import build_policy_set
 from control_plane.policy import Governance, Policy, PolicySet
@@ -125,6 +126,12 @@ LANGUAGE_CASES: dict[str, dict[str, Any]] = {
         "triggers": {"shoe": ["zapato"], "melon": ["melon"]},
         "intents": {"zapatos": {"shoe"}, "melón": {"melon"}},
     },
+    "it": {
+        "titles": {"i1": "Succo d'Arancia", "i2": "Scarpe da ginnastica", "i3": "Caffè macinato"},
+        "queries": {"arance": {"i1"}, "dell'arancia": {"i1"}, "scarpa": {"i2"}, "caffe": {"i3"}},
+        "triggers": {"orange": ["arancia"], "shoe": ["scarpa"]},
+        "intents": {"l'arancia": {"orange"}, "arance rosse": {"orange"}, "scarpe": {"shoe"}},
+    },
 }
 
 
@@ -194,6 +201,44 @@ def test_stop_word_cues_and_exact_token_counts_keep_working(
     assert fired(engine, index, policies, "the orange") == {"exact"}
     assert fired(engine, index, policies, "the orange juice") == set()
     assert fired(engine, index, policies, "thé orange") == set()  # thé is not the
+    tea = policy_set({"tea": ["thé"]})
+    tea_index = policy_store.write_index(
+        engine, f"{index_prefix}-tea", tea, analysis=profile.policy_analysis()
+    )
+    assert fired(engine, tea_index, tea, "the vert") == set()  # unaccented, it is English "the"
+    assert fired(engine, tea_index, tea, "Thé vert bio") == {"tea"}
+    assert fired(engine, tea_index, tea, "what the french") == set()
+    assert fired(engine, tea_index, tea, "The french popcorn") == set()
+
+
+def test_a_change_of_languages_loads_a_new_catalog_index(
+    engine: Engine, index_prefix: str, tmp_path: Path
+) -> None:
+    """The catalog index's name hashes its mapping, the generated analysis included: after a
+    change of languages the load builds a new index, and the old one keeps its own chain."""
+    products = tmp_path / "products.ndjson"
+    products.write_text(
+        json.dumps({"id": "p1", "title": "Pain de mie", "categories": ["Breads"], "price": 3.0}) + "\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = language_profile(tmp_path / "a", ["en"], ["en"]).model_copy(
+        update={"alias": f"{index_prefix}-cat"}
+    )
+    second = language_profile(tmp_path / "b", ["en", "fr"], ["en"]).model_copy(
+        update={"alias": f"{index_prefix}-cat"}
+    )
+    old = load_catalog(engine, first, products).index
+    new = load_catalog(engine, second, products).index
+    assert old != new and engine.alias_targets(f"{index_prefix}-cat") == [new]
+    old_filters = engine.request("GET", f"/{old}/_settings")[old]["settings"]["index"]["analysis"]["filter"]
+    assert "govsearch_fr_stop_marks" not in old_filters and engine.index_exists(old)
+    # French "de" is a stop word of the second profile only: "dé" (a die) folds into it in the
+    # old index, which keeps its chain as it was written, and not in the new one
+    assert found(engine, old, "title", "dé") == {"p1"}
+    assert found(engine, new, "title", "dé") == set()
+    assert found(engine, new, "title", "pain") == {"p1"}
 
 
 def test_a_users_own_analyzer_reaches_the_policies_index(
