@@ -219,6 +219,38 @@ def catalog_mapping(body: dict[str, Any], languages: tuple[Language, ...]) -> di
     return result
 
 
+#: the engine's built-in analyzers (a field may name one without defining it)
+BUILT_IN_ANALYZERS = frozenset({
+    "standard", "simple", "whitespace", "stop", "keyword", "pattern", "fingerprint",
+    "arabic", "armenian", "basque", "bengali", "brazilian", "bulgarian", "catalan", "cjk",
+    "czech", "danish", "dutch", "english", "estonian", "finnish", "french", "galician",
+    "german", "greek", "hindi", "hungarian", "indonesian", "irish", "italian", "latvian",
+    "lithuanian", "norwegian", "persian", "portuguese", "romanian", "russian", "sorani",
+    "spanish", "swedish", "turkish", "thai",
+})
+
+
+def undefined_analyzers(body: dict[str, Any]) -> list[str]:
+    """Fields whose ``analyzer`` / ``search_analyzer`` is neither built in nor defined in
+    the (merged) mapping's ``settings.analysis``, one problem each."""
+    defined = set(body.get("settings", {}).get("analysis", {}).get("analyzer", {})) | BUILT_IN_ANALYZERS
+    problems: list[str] = []
+
+    def walk(properties: dict[str, Any], prefix: str) -> None:
+        for name, spec in properties.items():
+            for key in ("analyzer", "search_analyzer"):
+                if key in spec and spec[key] not in defined:
+                    problems.append(
+                        f"mapping: field {prefix}{name} uses {key} {spec[key]!r}, which is neither"
+                        " defined in settings.analysis, generated from the profile's languages, nor built in"
+                    )
+            walk(spec.get("fields", {}), f"{prefix}{name}.")
+            walk(spec.get("properties", {}), f"{prefix}{name}.")
+
+    walk(body.get("mappings", body).get("properties", {}), "")
+    return problems
+
+
 @dataclass(frozen=True)
 class PolicyAnalysis:
     """The analysis the policies index gets: one analyzer and what it needs."""

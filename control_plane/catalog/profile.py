@@ -26,6 +26,7 @@ from control_plane.catalog.analysis import (
     PolicyAnalysis,
     catalog_mapping,
     policy_analysis,
+    undefined_analyzers,
 )
 
 FieldName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")]
@@ -171,7 +172,9 @@ class CatalogProfile(_Frozen):
         types = mapping_fields(body)
         problems: list[str] = []
         try:
-            policy_analysis(catalog_mapping(body, self.languages), self.analyzer)
+            merged = catalog_mapping(body, self.languages)
+            policy_analysis(merged, self.analyzer)
+            problems.extend(undefined_analyzers(merged))
         except ValueError as exc:
             problems.append(f"analysis: {exc}")
         for role, field in self.field_roles():

@@ -185,7 +185,9 @@ def test_a_users_own_analyzer_is_copied_with_its_components() -> None:
 
 def test_profile_languages_parse_from_codes_and_mappings(tmp_path: Path) -> None:
     path = write_profile(tmp_path, languages=["de", {"code": "es", "stemmer": "spanish"}])
-    profile = load_profile(path)
+    profile = load_profile(path, check=False)
+    # the demo mapping's .en / .fr subfields name analyzers only en and fr generate
+    assert sum("govsearch_text_en" in p or "govsearch_text_fr" in p for p in profile.check_mapping()) == 4
     assert [lang.code for lang in profile.languages] == ["de", "es"]
     assert profile.languages[1].shared_stemmer() == "spanish"
     assert profile.languages[0].shared_stemmer() == "light_german"
@@ -198,3 +200,17 @@ def test_profile_refuses_bad_languages_and_a_missing_analyzer(tmp_path: Path) ->
         load_profile(write_profile(tmp_path, languages=["xx"]))
     with pytest.raises(CatalogProfileError, match="analysis: analyzer 'shop_text' is not defined"):
         load_profile(write_profile(tmp_path, analyzer="shop_text"))
+
+
+def test_a_field_naming_an_analyzer_nobody_defines_is_a_profile_problem(tmp_path: Path) -> None:
+    body = demo_mapping()
+    german = {"type": "text", "analyzer": "govsearch_text_de"}
+    body["mappings"]["properties"]["title"]["fields"]["de"] = german
+    path = write_profile(tmp_path, mapping=body)
+    with pytest.raises(CatalogProfileError, match=r"field title\.de uses analyzer 'govsearch_text_de'"):
+        load_profile(path)
+    # declaring German generates it
+    profile = load_profile(write_profile(tmp_path, mapping=body, languages=["en", "fr", "de"]))
+    assert "govsearch_text_de" in profile.load_mapping()["settings"]["analysis"]["analyzer"]
+    body["mappings"]["properties"]["title"]["fields"]["de"]["analyzer"] = "german"  # built in
+    assert load_profile(write_profile(tmp_path, mapping=body)).check_mapping() == []
