@@ -82,8 +82,9 @@ def policies_mapping(analysis: PolicyAnalysis | None = None) -> dict[str, Any]:
     return catalog_analysis.policies_mapping(_policies_template(), analysis or default_analysis())
 
 
-class AnalysisChanged(EngineError):
-    """A served index of this version was written with another analysis than asked for."""
+class AnalysisChanged(ValueError):
+    """A served index of this version was written with another analysis than asked for
+    (a configuration conflict, not an engine failure: the workflow refuses with it)."""
 
     code = "analysis_changed"
 

@@ -640,9 +640,12 @@ class Workflow:
         return self.version_state(version)
 
     def _write(self, policy_set: PolicySet, parent: str | None, files: Mapping[str, str] | None) -> str:
-        index = policy_store.write_index(
-            self.engine, self.prefix, policy_set, analysis=self.profile.policy_analysis()
-        )
+        try:
+            index = policy_store.write_index(
+                self.engine, self.prefix, policy_set, analysis=self.profile.policy_analysis()
+            )
+        except policy_store.AnalysisChanged as changed:
+            raise Refused(changed.code, str(changed)) from changed
         self.store.register_version(policy_set.version, index, parent, self.clock(), files)
         return index
 
