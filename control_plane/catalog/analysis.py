@@ -118,7 +118,10 @@ class Language(BaseModel):
         return self.stemmer or self.preset.stemmer
 
     def words(self) -> tuple[str, ...]:
-        return self.stopwords if self.stopwords is not None else engine_stopwords(self.code)
+        """The stop words, lowercased (the chains lowercase before they mark)."""
+        if self.stopwords is None:
+            return engine_stopwords(self.code)
+        return tuple(dict.fromkeys(w.strip().lower() for w in self.stopwords if w.strip()))
 
     def articles(self) -> tuple[str, ...]:
         return self.elision if self.elision is not None else self.preset.elision
@@ -155,7 +158,7 @@ def generated_analysis(languages: tuple[Language, ...]) -> dict[str, dict[str, A
             filters[f"govsearch_{code}_stop"] = (
                 {"type": "stop", "stopwords": f"_{lang.preset.name}_"}
                 if lang.stopwords is None
-                else {"type": "stop", "stopwords": list(lang.stopwords)}
+                else {"type": "stop", "stopwords": list(lang.words())}
             )
         filters[f"govsearch_{code}_stemmer"] = {"type": "stemmer", "language": lang.shared_stemmer()}
         if lang.preset.language_stemmer != lang.shared_stemmer() and lang.code in PRESETS:
@@ -271,21 +274,32 @@ _COMPONENTS = (("tokenizer", "tokenizer"), ("char_filter", "char_filter"), ("fil
 
 def policy_analysis(mapping: dict[str, Any], analyzer: str) -> PolicyAnalysis:
     """``analyzer`` as the (merged) catalog mapping defines it, with the components it
-    names that the mapping defines (the others are the engine's built-ins)."""
+    names that the mapping defines (the others are the engine's built-ins), and the filters
+    those name in turn (``condition``'s ``filter``, ``multiplexer``'s ``filters``). A
+    built-in analyzer (``english``) needs no definition."""
     analysis = mapping.get("settings", {}).get("analysis", {})
     definitions = analysis.get("analyzer", {})
     if analyzer not in definitions:
+        if analyzer in BUILT_IN_ANALYZERS:
+            return PolicyAnalysis(analyzer=analyzer, settings={})
         defined = ", ".join(sorted(definitions)) or "none"
         raise ValueError(
             f"analyzer {analyzer!r} is not defined in the mapping's settings.analysis (defined: {defined})"
         )
     definition = definitions[analyzer]
     settings: dict[str, Any] = {"analyzer": {analyzer: copy.deepcopy(definition)}}
-    for key, section in _COMPONENTS:
-        named = definition.get(key, [])
-        for name in [named] if isinstance(named, str) else named:
-            if isinstance(name, str) and name in analysis.get(section, {}):
-                settings.setdefault(section, {})[name] = copy.deepcopy(analysis[section][name])
+    pending: list[tuple[str, Any]] = [(section, definition.get(key, [])) for key, section in _COMPONENTS]
+    while pending:
+        section, named = pending.pop()
+        names = [named] if isinstance(named, str) else named
+        for entry in names if isinstance(names, list) else []:
+            for name in str(entry).split(","):  # a multiplexer's chain: "lowercase, porter_stem"
+                name = name.strip()
+                own = analysis.get(section, {})
+                if name in own and name not in settings.get(section, {}):
+                    settings.setdefault(section, {})[name] = copy.deepcopy(own[name])
+                    if section == "filter":
+                        pending += [("filter", own[name].get(k, [])) for k in ("filter", "filters")]
     return PolicyAnalysis(analyzer=analyzer, settings=settings)
 
 

@@ -214,3 +214,24 @@ def test_a_field_naming_an_analyzer_nobody_defines_is_a_profile_problem(tmp_path
     assert "govsearch_text_de" in profile.load_mapping()["settings"]["analysis"]["analyzer"]
     body["mappings"]["properties"]["title"]["fields"]["de"]["analyzer"] = "german"  # built in
     assert load_profile(write_profile(tmp_path, mapping=body)).check_mapping() == []
+
+
+def test_nested_filters_and_built_in_analyzers_are_handled() -> None:
+    body = demo_mapping()
+    body["settings"]["analysis"].update({
+        "filter": {
+            "shop_plural": {"type": "stemmer", "language": "minimal_english"},
+            "shop_short": {"type": "length", "max": 3},
+            "shop_when_long": {"type": "condition", "filter": ["shop_plural"], "script": {"source": "true"}},
+            "shop_both": {"type": "multiplexer", "filters": ["lowercase, shop_short", "shop_when_long"]},
+        },
+        "analyzer": {"shop_text": {"tokenizer": "standard", "filter": ["shop_both"]}},
+    })
+    analysis = policy_analysis(body, "shop_text")
+    assert set(analysis.settings["filter"]) == {"shop_both", "shop_short", "shop_when_long", "shop_plural"}
+    assert policy_analysis(body, "english").settings == {}  # the engine's own
+
+
+def test_overridden_stop_words_are_lowercased_once() -> None:
+    (lang,) = langs({"code": "fr", "stopwords": ["Le", "le", " La "]})
+    assert lang.words() == ("le", "la")
