@@ -100,6 +100,14 @@ class AnalysisChanged(ValueError):
         self.index, self.aliases, self.found, self.wanted = index, aliases, found, wanted
 
 
+def index_analysis(engine: Engine, index: str) -> str | None:
+    """The analysis fingerprint a policies index was written with (None: written before
+    fingerprints, with the built-in ``govsearch_text``, or incomplete)."""
+    meta = engine.get_document(index, META_ID)
+    found = meta["_source"].get("analysis") if meta else None
+    return found if isinstance(found, str) else None
+
+
 @dataclass(frozen=True)
 class LivePolicySet:
     """A policy set as served: the concrete index holding it, and the set itself."""
