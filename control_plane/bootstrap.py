@@ -62,7 +62,9 @@ def directory_service(engine: Engine, settings: Settings, directory: str | Path)
     own version index (written if missing, immutable like any); no environment moves."""
     profile = profile_of(settings)
     policy_set = load_policy_set(resolve(directory), profile, field_types=field_types_of(profile))
-    index = policy_store.write_index(engine, settings.policies.index_prefix, policy_set)
+    index = policy_store.write_index(
+        engine, settings.policies.index_prefix, policy_set, analysis=profile.policy_analysis()
+    )
     return SearchService(settings, engine, profile, index=index)
 
 

@@ -34,7 +34,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from control_plane.config import project_path
+from control_plane.catalog import analysis as catalog_analysis
+from control_plane.catalog.analysis import PolicyAnalysis
+from control_plane.config import CatalogSettings, project_path
 from control_plane.engine import Engine, EngineError
 from control_plane.matcher import index_documents
 from control_plane.policy import PolicySet
@@ -63,9 +65,49 @@ def reporting(progress: Progress) -> Iterator[None]:
 
 
 @lru_cache(maxsize=1)
-def policies_mapping() -> dict[str, Any]:
+def _policies_template() -> dict[str, Any]:
     mapping: dict[str, Any] = json.loads(project_path("mappings/policies.json").read_text(encoding="utf-8"))
     return mapping
+
+
+@lru_cache(maxsize=1)
+def default_analysis() -> PolicyAnalysis:
+    """The analysis of the default catalog profile (for callers that name none)."""
+    from control_plane.catalog.profile import load_profile
+
+    return load_profile(project_path(CatalogSettings().profile)).policy_analysis()
+
+
+def policies_mapping(analysis: PolicyAnalysis | None = None) -> dict[str, Any]:
+    """The policies index body, analysed like the catalog (``analysis``: the catalog
+    profile's :meth:`~control_plane.catalog.profile.CatalogProfile.policy_analysis`)."""
+    return catalog_analysis.policies_mapping(_policies_template(), analysis or default_analysis())
+
+
+class AnalysisChanged(ValueError):
+    """A served index of this version was written with another analysis than asked for
+    (a configuration conflict, not an engine failure: the workflow refuses with it)."""
+
+    code = "analysis_changed"
+
+    def __init__(self, index: str, aliases: list[str], found: str | None, wanted: PolicyAnalysis) -> None:
+        was = f"analysis {found}" if found else "the built-in govsearch_text of earlier releases"
+        super().__init__(
+            f"policies index {index} holds this version analysed with {was}, and the catalog profile"
+            f" now asks for analysis {wanted.fingerprint} (analyzer {wanted.analyzer}). It is served by"
+            f" {', '.join(aliases)} and keeps serving as it was written. To reload it with the new"
+            f" analysis, point {', '.join(aliases)} to another version (or delete {index}), then"
+            " publish again."
+        )
+        self.index, self.aliases, self.found, self.wanted = index, aliases, found, wanted
+
+
+def index_analysis(engine: Engine, index: str) -> str | None:
+    """The analysis fingerprint a policies index was written with (None: written before
+    fingerprints, with the built-in ``govsearch_text``, or incomplete)."""
+    meta = engine.get_document(index, META_ID)
+    found = meta["_source"].get("analysis") if meta else None
+    return found if isinstance(found, str) else None
 
 
 @dataclass(frozen=True)
@@ -91,22 +133,32 @@ def write_index(
     *,
     batch_documents: int | None = None,
     batch_bytes: int | None = None,
+    analysis: PolicyAnalysis | None = None,
 ) -> str:
     """Create the immutable index for ``policy_set`` (idempotent); return its name.
-    Batches default to :data:`BATCH_DOCUMENTS` documents and :data:`BATCH_BYTES` bytes."""
+    Batches default to :data:`BATCH_DOCUMENTS` documents and :data:`BATCH_BYTES` bytes.
+    ``analysis`` (default: the default catalog profile's) is the chain triggers get; an
+    existing index of the version written with another one is rewritten, or, when an alias
+    serves it, kept and refused (:class:`AnalysisChanged`)."""
+    analysis = analysis or default_analysis()
     name = index_name(prefix, policy_set.version)
     if engine.index_exists(name):
         meta = engine.get_document(name, META_ID)
         if meta and meta["_source"].get("policy_set_version") == policy_set.version:
-            return name
-        engine.delete_index(name)  # a half-written index from an interrupted publish
-    engine.create_index(name, policies_mapping())
+            found = meta["_source"].get("analysis")
+            if found == analysis.fingerprint:
+                return name
+            aliases = sorted(engine.request("GET", f"/{name}/_alias").get(name, {}).get("aliases", {}))
+            if aliases:
+                raise AnalysisChanged(name, aliases, found, analysis)
+        engine.delete_index(name)  # a half-written index, or one analysed otherwise
+    engine.create_index(name, policies_mapping(analysis))
     try:
         counts: dict[str, int] = {}
 
         def count_tokens(phrase: str) -> int:
             if phrase not in counts:
-                counts[phrase] = len(engine.analyze(name, "govsearch_text", phrase))
+                counts[phrase] = len(engine.analyze(name, analysis.analyzer, phrase))
             return counts[phrase]
 
         documents = list(index_documents(policy_set.policies, count_tokens))
@@ -127,6 +179,7 @@ def write_index(
             {
                 "doc_type": "policy_set",
                 "policy_set_version": policy_set.version,
+                "analysis": analysis.fingerprint,
                 "policy_set": json.loads(policy_set.model_dump_json(by_alias=True)),
             },
             refresh=True,
@@ -186,10 +239,12 @@ def _send(engine: Engine, payload: str) -> None:
         return
 
 
-def publish(engine: Engine, prefix: str, policy_set: PolicySet, env: str) -> str:
+def publish(
+    engine: Engine, prefix: str, policy_set: PolicySet, env: str, analysis: PolicyAnalysis | None = None
+) -> str:
     """Write the set's index and point ``env``'s alias at it, atomically (a compare-and-swap
     against the index the alias was on just before: a concurrent move raises AliasMoved)."""
-    name = write_index(engine, prefix, policy_set)
+    name = write_index(engine, prefix, policy_set, analysis=analysis)
     alias = alias_name(prefix, env)
     point_alias(engine, alias, name, expected=single_target(engine, alias))
     return name

@@ -20,6 +20,14 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from control_plane.catalog.analysis import (
+    SHARED_ANALYZER,
+    Language,
+    PolicyAnalysis,
+    catalog_mapping,
+    policy_analysis,
+    undefined_analyzers,
+)
 from control_plane.money import MoneyNotation
 
 FieldName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")]
@@ -121,6 +129,12 @@ class CatalogProfile(_Frozen):
     money: MoneyNotation | None = None
     """the currency of ``price`` and how shoppers write amounts (None: the built-in notation,
     $ € £ ¥ and their words, either decimal separator)"""
+    languages: tuple[Language, ...] = ()
+    """the catalog's languages: the mapping's and the policies index's analysis chains are
+    generated from them (:mod:`control_plane.catalog.analysis`); none: language-neutral"""
+    analyzer: str = SHARED_ANALYZER
+    """the analyzer triggers and intents are analysed with (generated or the mapping's own);
+    the policies index gets a copy of its definition"""
 
     @field_validator("fulltext")
     @classmethod
@@ -141,10 +155,23 @@ class CatalogProfile(_Frozen):
         """(role, what is missing without it) for each optional role the profile leaves out."""
         return [(role, OPTIONAL_ROLES[role]) for role in OPTIONAL_ROLES if getattr(self, role) is None]
 
+    @field_validator("languages")
+    @classmethod
+    def _distinct_languages(cls, value: tuple[Language, ...]) -> tuple[Language, ...]:
+        codes = [lang.code for lang in value]
+        if len(set(codes)) != len(codes):
+            raise ValueError("a language is listed twice")
+        return value
+
     def load_mapping(self) -> dict[str, Any]:
-        """The ``indices.create`` body: ``{"settings": ..., "mappings": ...}``."""
+        """The ``indices.create`` body: ``{"settings": ..., "mappings": ...}``, with the
+        analysis generated from :attr:`languages` added to ``settings.analysis``."""
         body: dict[str, Any] = json.loads(self.mapping.read_text(encoding="utf-8"))
-        return body
+        return catalog_mapping(body, self.languages)
+
+    def policy_analysis(self) -> PolicyAnalysis:
+        """The analysis the policies index gets: :attr:`analyzer` and its components."""
+        return policy_analysis(self.load_mapping(), self.analyzer)
 
     def field_roles(self) -> list[tuple[str, str]]:
         """(role, field) for every field the profile names, in declaration order."""
@@ -166,8 +193,15 @@ class CatalogProfile(_Frozen):
 
     def check_mapping(self, mapping: dict[str, Any] | None = None) -> list[str]:
         """Problems between the profile and a mapping body (empty when they agree)."""
-        types = mapping_fields(mapping if mapping is not None else self.load_mapping())
+        body = mapping if mapping is not None else self.load_mapping()
+        types = mapping_fields(body)
         problems: list[str] = []
+        try:
+            merged = catalog_mapping(body, self.languages)
+            policy_analysis(merged, self.analyzer)
+            problems.extend(undefined_analyzers(merged))
+        except ValueError as exc:
+            problems.append(f"analysis: {exc}")
         for role, field in self.field_roles():
             if field not in types:
                 problems.append(f"{role}: field {field!r} is not in the mapping")

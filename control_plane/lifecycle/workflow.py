@@ -648,7 +648,12 @@ class Workflow:
         return self.version_state(version)
 
     def _write(self, policy_set: PolicySet, parent: str | None, files: Mapping[str, str] | None) -> str:
-        index = policy_store.write_index(self.engine, self.prefix, policy_set)
+        try:
+            index = policy_store.write_index(
+                self.engine, self.prefix, policy_set, analysis=self.profile.policy_analysis()
+            )
+        except policy_store.AnalysisChanged as changed:
+            raise Refused(changed.code, str(changed)) from changed
         self.store.register_version(policy_set.version, index, parent, self.clock(), files)
         return index
 
@@ -680,8 +685,11 @@ class Workflow:
             and before is not None
             and before.version == policy_set.version
             and self._suite_sha(before.version, env) == suite_sha
+            and current is not None
+            and policy_store.index_analysis(self.engine, current.index)
+            == self.profile.policy_analysis().fingerprint
         ):
-            return policy_set.version  # the same set and tests again: nothing happened
+            return policy_set.version  # the same set, tests and analysis again: nothing happened
         if suite is not None:
             self.store.save_suite(suite.sha256, suite.as_json())
         origin = base.policy_set if base is not None else before

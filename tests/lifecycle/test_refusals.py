@@ -73,3 +73,28 @@ def test_reading_an_empty_environment_or_unknown_version(lifecycle: Lifecycle) -
     refusal("empty_environment", wf.environment, "staging")
     refusal("unknown_version", wf.version_state, "0123456789abcdef")
     refusal("unknown_environment", wf.environment, "prod")
+
+
+def test_republishing_a_served_version_under_another_analysis_is_refused(lifecycle: Lifecycle) -> None:
+    """The catalog profile's languages changed while live serves the demo set: writing the
+    same version again is refused (``analysis_changed``), and live keeps serving it."""
+    from control_plane import policy_store
+    from control_plane.lifecycle.suite import load_suite
+    from control_plane.lifecycle.workflow import Workflow
+    from control_plane.loader import load_policy_set
+    from control_plane.service import SearchRequest
+    from tests.clocks import FIXED_NOW
+
+    wf = lifecycle.workflow
+    policy_set = load_policy_set(ROOT / "policies")
+    live = policy_store.alias_name(lifecycle.settings.policies.index_prefix, "live")
+    (served,) = lifecycle.engine.alias_targets(live)
+    english_only = wf.profile.model_copy(update={"languages": wf.profile.languages[:1]})
+    other = Workflow(lifecycle.settings, lifecycle.engine, english_only, clock=wf.clock)
+    error = refusal(
+        "analysis_changed", other.bootstrap, "operator", policy_set, load_suite(ROOT / "policies"), "live"
+    )
+    assert served in error.message and live in error.message and "publish again" in error.message
+    assert lifecycle.engine.alias_targets(live) == [served]
+    outcome = lifecycle.service.search(SearchRequest(intent="oranges"), FIXED_NOW)  # still served
+    assert outcome.execution.status == "ok" and "oranges" in outcome.compiled.composition.plan.applied

@@ -21,29 +21,17 @@ ROOT = Path(__file__).resolve().parents[2]
 PROFILE = ROOT / "mappings" / "catalog.profile.yaml"
 MAPPING = ROOT / "mappings" / "catalog.json"
 
-SHARED_ANALYSIS: dict[str, Any] = {
-    "filter": {
-        "govsearch_elision": {
-            "type": "elision",
-            "articles_case": True,
-            "articles": ["l", "d", "j", "qu", "n", "s", "c", "m", "t"],
-        },
-        "govsearch_minimal_english": {"type": "stemmer", "language": "minimal_english"},
-        "govsearch_minimal_french": {"type": "stemmer", "language": "minimal_french"},
-    },
-    "analyzer": {
-        "govsearch_text": {
-            "tokenizer": "standard",
-            "filter": [
-                "govsearch_elision",
-                "lowercase",
-                "asciifolding",
-                "govsearch_minimal_english",
-                "govsearch_minimal_french",
-            ],
-        }
-    },
-}
+#: the demo's shared chain: what it was before languages were configuration (elision,
+#: lowercase, folding, minimal stemmers), with the stop-word marks before the folding
+SHARED_CHAIN = [
+    "govsearch_elision",
+    "lowercase",
+    "govsearch_en_stop_marks",
+    "govsearch_fr_stop_marks",
+    "asciifolding",
+    "govsearch_en_stemmer",
+    "govsearch_fr_stemmer",
+]
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +64,12 @@ def write_profile(tmp_path: Path, **changes: Any) -> Path:
 def test_profile_loads_and_resolves_its_mapping(profile: CatalogProfile) -> None:
     assert profile.alias == "govsearch-catalog"
     assert profile.mapping == MAPPING.resolve() and profile.mapping.is_absolute()
-    assert profile.load_mapping() == json.loads(MAPPING.read_text(encoding="utf-8"))
+    on_disk = json.loads(MAPPING.read_text(encoding="utf-8"))
+    loaded = profile.load_mapping()
+    assert loaded["mappings"] == on_disk["mappings"]
+    assert loaded["settings"]["analysis"]["normalizer"] == on_disk["settings"]["analysis"]["normalizer"]
+    assert "analyzer" not in on_disk["settings"]["analysis"]  # generated from the languages
+    assert [lang.code for lang in profile.languages] == ["en", "fr"]
     assert profile.category == "categories" and profile.category_leaf == "category"
     assert (profile.fulltext[0].field, profile.fulltext[0].weight) == ("title", 3)
     assert profile.facets.price_ranges == (0, 2, 5, 10, 20, 50)
@@ -93,12 +86,16 @@ def test_every_profile_field_exists_in_the_mapping(
     assert profile.check_mapping(mapping) == []
 
 
-def test_mapping_has_the_shared_analyzer_exactly(mapping: dict[str, Any]) -> None:
-    analysis = mapping["settings"]["analysis"]
-    assert analysis["filter"] == SHARED_ANALYSIS["filter"]
-    assert analysis["analyzer"]["govsearch_text"] == SHARED_ANALYSIS["analyzer"]["govsearch_text"]
-    assert analysis["analyzer"]["govsearch_english"] == {"type": "english"}
-    assert analysis["analyzer"]["govsearch_french"] == {"type": "french"}
+def test_mapping_has_the_generated_shared_analyzer_exactly(profile: CatalogProfile) -> None:
+    analysis = profile.load_mapping()["settings"]["analysis"]
+    assert analysis["analyzer"]["govsearch_text"]["filter"] == SHARED_CHAIN
+    assert analysis["filter"]["govsearch_en_stemmer"] == {"type": "stemmer", "language": "minimal_english"}
+    assert analysis["filter"]["govsearch_fr_stemmer"] == {"type": "stemmer", "language": "minimal_french"}
+    articles = set(analysis["filter"]["govsearch_elision"]["articles"])
+    assert articles >= {"l", "d", "j", "qu", "n", "s", "c", "m", "t"}
+    # the .en / .fr subfields: the engine's own language stemmers and stop words
+    assert analysis["filter"]["govsearch_en_language_stemmer"] == {"type": "stemmer", "language": "english"}
+    assert analysis["filter"]["govsearch_fr_stop"] == {"type": "stop", "stopwords": "_french_"}
     assert analysis["normalizer"]["govsearch_keyword_folded"]["filter"] == [
         "lowercase",
         "asciifolding",
@@ -128,6 +125,7 @@ def test_mapping_field_types(mapping: dict[str, Any]) -> None:
     props = mapping["mappings"]["properties"]
     assert props["brand"]["normalizer"] == "govsearch_keyword_folded"
     assert props["title"]["analyzer"] == props["text"]["analyzer"] == "govsearch_text"
+    assert props["title"]["fields"]["fr"]["analyzer"] == "govsearch_text_fr"
 
 
 def test_mapping_fields_walks_subfields_and_objects() -> None:
