@@ -29,18 +29,19 @@ the boundary that received it, and each trigger phrase and cue here, when it is 
 
 Matching at scale (100,000 policies, ADR 0015): a version index holds one percolator
 document per distinct trigger query (:func:`index_documents`): a phrase of a ``phrase``,
-``any`` or ``vocabulary`` trigger, a pattern's cue (a suffix cue its own kind), an ``exact``
-phrase with its token count, an ``unless`` phrase; never one per policy. Synthetic and
-real sets share their phrases (thousands of policies on "without"), so an intent matches tens of documents, not thousands of policies. The percolation asks
-for no ``_source`` (the hit ids are the documents), highlights those few documents (their
-words are the spans: a trigger's spans are the union of its phrases' highlighted words,
-adjacent words merged, exactly what highlighting the policy's own ``bool.should`` of
-``match_phrase`` gave) and is paged with ``search_after`` on the ``trigger`` keyword, so no
-``index.max_result_window`` limits it. Which policies a document serves, and the filters
-the engine applied before (``enabled``, cohorts, the active window at ``now``), are in
-memory: :class:`Triggers`, built once per loaded version, groups the policies sharing one
-trigger query; their spans are computed once per group. Patterns, vocabularies and
-triggers with ``unless`` phrases are read one by one around their phrases' highlighted
+``any`` or ``vocabulary`` trigger, a pattern's cue (a suffix cue its own kind), an
+``exact`` phrase with its token count, an ``unless`` phrase; never one per policy.
+Synthetic and real sets share their phrases (thousands of policies on "without"), so an
+intent matches tens of documents, not thousands of policies. The percolation asks for no
+``_source`` (the hit ids are the documents), highlights those few documents (their words
+are the spans: a trigger's spans are the union of its phrases' highlighted words, adjacent
+words merged, exactly what highlighting the policy's own ``bool.should`` of
+``match_phrase`` gave) and is paged with ``search_after`` on the ``trigger`` keyword, so
+no ``index.max_result_window`` limits it. Which policies a document serves, and the
+filters the engine applied before (``enabled``, cohorts, the active window at ``now``),
+are in memory: :class:`Triggers`, built once per loaded version, groups the policies
+sharing one trigger query; their spans are computed once per group. Patterns, vocabularies
+and triggers with ``unless`` phrases are read one by one around their phrases' highlighted
 ranges (:func:`~control_plane.matcher_patterns.resolve`, cached per distinct pattern).
 
 Indices written by earlier releases (one percolator document per policy, with or without
