@@ -178,3 +178,18 @@ def test_an_amount_it_cannot_read_is_skipped_with_the_reason(service: SearchServ
     skipped = {s.policy_id: s.reason for s in compiled.composition.explanation.skipped}
     assert "not written in INR notation" in skipped["under-price"]
     assert compiled.composition.plan.price.max is None
+
+
+def test_the_policies_index_analyses_triggers_with_the_catalogs_own_analyzer(
+    service: SearchService, engine: Engine
+) -> None:
+    """The profile names the mapping's own ``fashion_text``: the live policies index gets a
+    copy of it, so a trigger and the catalog's text analyse alike."""
+    live, _ = service.snapshot()
+    settings = engine.request("GET", f"/{live.index}/_settings")[live.index]["settings"]["index"]
+    analyzers = settings["analysis"]["analyzer"]
+    assert analyzers["fashion_text"]["filter"] == ["lowercase", "asciifolding", "fashion_stemmer"]
+    tokens = engine.request(
+        "POST", f"/{live.index}/_analyze", body={"analyzer": "fashion_text", "text": "Rings"}
+    )["tokens"]
+    assert [t["token"] for t in tokens] == ["ring"]
