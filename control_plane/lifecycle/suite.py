@@ -91,6 +91,7 @@ from control_plane.loader import (
     load_policy_set,
     paused_collection,
     validation_errors,
+    yaml_files,
 )
 from control_plane.plan import Plan
 from control_plane.policy import PolicySet
@@ -387,17 +388,7 @@ def load_directory(directory: Path | str) -> tuple[PolicySet, Suite]:
 
 def case_files(root: Path) -> list[Path]:
     """YAML files inside a ``tests/`` folder, sorted by relative path."""
-    found = []
-    for path in root.rglob("*"):
-        parts = path.relative_to(root).parts
-        if (
-            path.suffix in SUFFIXES
-            and path.is_file()
-            and TESTS_DIR in parts[:-1]
-            and not any(part.startswith(".") for part in parts)
-        ):
-            found.append(path)
-    return sorted(found, key=lambda p: p.relative_to(root).as_posix())
+    return [path for relative, path in yaml_files(root) if TESTS_DIR in relative.split("/")[:-1]]
 
 
 def suite_from_json(data: dict[str, Any]) -> Suite:
