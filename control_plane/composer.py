@@ -272,6 +272,7 @@ def compose(
     applied: list[AppliedStep] = []
     skipped: list[Skipped] = []
     captures: list[CaptureMapping] = []
+    applied_ids: list[str] = []
     for turn in turns:
         policy = turn.actor.policy
         skip = _skip(policy, turn.footprint, consumed, context)
@@ -293,12 +294,10 @@ def compose(
             state = apply(state, turn.actor, body)
         spans = turn.footprint if policy.trigger.consume else ()
         consumed.extend((span, policy.id) for span in spans)
-        applied_ids = (*state.plan.applied, policy.id)
+        applied_ids.append(policy.id)  # the plan's ``applied``, set once after the cascade
         if spans or state.rewrites is not before.rewrites:  # else the residual is unchanged
             residual = residual_text(intent, [span for span, _ in consumed], state.rewrites)
-            state = state.with_plan(residual=residual, applied=applied_ids)
-        else:
-            state = state.with_plan(applied=applied_ids)
+            state = state.with_plan(residual=residual)
         applied.append(
             made(
                 AppliedStep,
@@ -311,7 +310,7 @@ def compose(
                 },
             )
         )
-    state = finish_price(state, context.price_stats)
+    state = finish_price(state, context.price_stats).with_plan(applied=tuple(applied_ids))
     explanation = Explanation(
         policy_set_version=policy_set.version,
         intent=intent,
@@ -420,8 +419,9 @@ def _skip(
     if policy.kind == "guard":
         return None
     for span in footprint:
+        start, end = span.start, span.end
         for taken, consumer in consumed:
-            if span.overlaps(taken):
+            if start < taken.end and taken.start < end:  # span.overlaps(taken), inlined
                 reason = (
                     f"'{span.text}' [{span.start}, {span.end}) overlaps '{taken.text}'"
                     f" [{taken.start}, {taken.end}), consumed by '{consumer}'"
