@@ -121,14 +121,15 @@ def cmd_lint(args: argparse.Namespace, settings: Settings) -> int:
     else:
         from control_plane.bootstrap import profile_of
         from control_plane.lifecycle.suite import load_directory
-        from control_plane.loader import policy_locations
 
         directory = project_path(args.dir or settings.policies.dir)
         mapping = json.loads(project_path("mappings/catalog.json").read_text(encoding="utf-8"))
-        policy_set, suite = load_directory(directory)  # a directory that does not load: exit 3
+        locations: dict[str, str] = {}
+        # a directory that does not load: exit 3
+        policy_set, suite = load_directory(directory, locations=locations)
         findings = lint.lint(
             policy_set, mapping_fields=lint.mapping_fields_of(mapping), now=now_option(args.now),
-            locations=policy_locations(directory),
+            locations=locations,
             tested_policy_ids=None if args.no_tests else suite.policy_ids(),
             profile=profile_of(settings), cases=suite.cases, horizon=horizon,
         )

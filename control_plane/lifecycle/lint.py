@@ -101,7 +101,7 @@ from control_plane.lifecycle.lint_facts import (
     trigger_texts,
     wordless,
 )
-from control_plane.loader import check_policy_set, load_policy_set, policy_locations
+from control_plane.loader import check_policy_set, load_policy_set
 from control_plane.policy import (
     BoostRule,
     BuryRule,
@@ -191,15 +191,16 @@ def lint_directory(
     """Lint a policy directory. When it does not load, its load errors are the findings
     (the loader's codes, at ``file:line``); otherwise :func:`lint` with every policy
     located at its file. ``mapping`` is an index mapping body (None skips field checks)."""
+    locations: dict[str, str] = {}
     try:
-        policy_set = load_policy_set(directory)
+        policy_set = load_policy_set(directory, locations=locations)
     except PolicyLoadError as exc:
         return sorted((_load_finding(error) for error in exc.errors), key=_order)
     return lint(
         policy_set,
         mapping_fields=mapping_fields_of(mapping) if mapping is not None else None,
         now=now,
-        locations=policy_locations(directory),
+        locations=locations,
         tested_policy_ids=tested_policy_ids,
         profile=profile,
         cases=cases,

@@ -366,15 +366,18 @@ def load_suite(directory: Path | str) -> Suite:
     return Suite(tuple(case for case, _ in located))
 
 
-def load_directory(directory: Path | str) -> tuple[PolicySet, Suite]:
+def load_directory(
+    directory: Path | str, *, locations: dict[str, str] | None = None
+) -> tuple[PolicySet, Suite]:
     """The policy set and the test suite of a policy directory, or one
     :class:`~control_plane.errors.PolicyLoadError` with every problem of both (what
-    ``policy check`` and ``policy lint`` report before anything else)."""
+    ``policy check`` and ``policy lint`` report before anything else). ``locations``: as
+    for :func:`~control_plane.loader.load_policy_set`."""
     problems: list[PolicyError] = []
     policy_set = suite = None
     with paused_collection():
         try:
-            policy_set = load_policy_set(directory)
+            policy_set = load_policy_set(directory, locations=locations)
         except PolicyLoadError as error:
             problems += error.errors
         try:

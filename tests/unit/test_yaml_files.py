@@ -59,3 +59,37 @@ def test_policy_and_case_files_keep_their_filters(tmp_path: Path) -> None:
     cases = [p.relative_to(tmp_path).as_posix() for p in case_files(tmp_path)]
     assert cases == [r for r in reference if "tests" in r.split("/")[:-1]]
     assert "z/vocabularies/x.yaml" in policies and "tests/deeper/v.yaml" in cases
+
+
+def test_locations_from_the_load_are_policy_locations(tmp_path: Path) -> None:
+    """``load_policy_set(locations=)`` (lint's one read) gives what a second read gave."""
+    from control_plane.loader import load_policy_set, policy_locations
+
+    demo = Path(__file__).resolve().parents[2] / "policies"
+    located: dict[str, str] = {}
+    policy_set = load_policy_set(demo, locations=located)
+    assert located == policy_locations(demo)
+    assert set(located) == {p.id for p in policy_set.policies}
+    listed = tmp_path / "listed"  # several policies in one file, as a list and as documents
+    listed.mkdir()
+    (listed / "governance.yaml").write_text((demo / "governance.yaml").read_text(encoding="utf-8"))
+    (listed / "two.yaml").write_text(
+        "- id: first\n  title: one\n  owner: merch\n  trigger: {phrase: [tea]}\n"
+        "  rules: [{boost: {field: brand, values: [x], weight: 2}}]\n"
+        "- id: second\n  title: two\n  owner: merch\n  trigger: {phrase: [coffee]}\n"
+        "  rules: [{boost: {field: brand, values: [y], weight: 2}}]\n",
+        encoding="utf-8",
+    )
+    (listed / "docs.yaml").write_text(
+        "id: third\ntitle: three\nowner: merch\ntrigger: {phrase: [milk]}\n"
+        "rules: [{boost: {field: brand, values: [z], weight: 2}}]\n---\n"
+        "\n\nid: fourth\ntitle: four\nowner: merch\ntrigger: {phrase: [bread]}\n"
+        "rules: [{boost: {field: brand, values: [w], weight: 2}}]\n",
+        encoding="utf-8",
+    )
+    located = {}
+    load_policy_set(listed, locations=located)
+    assert located == policy_locations(listed)
+    assert located == {
+        "first": "two.yaml:1", "second": "two.yaml:6", "third": "docs.yaml:1", "fourth": "docs.yaml:9",
+    }  # fmt: skip
