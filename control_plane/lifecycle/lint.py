@@ -173,7 +173,7 @@ def lint(
     # a shadowed policy never applies: it conflicts with nothing
     reachable = [p for p in live if p.id not in shadowed]
     for one, other in index.pairs(reachable):
-        found += lint_pairs.between(one, other, now, category_field, where)
+        found += lint_pairs.between(one, other, now, category_field, where, index)
     found += unpinned_windows(policy_set.policies, cases, now, horizon)
     return sorted(found, key=_order)
 
