@@ -71,7 +71,10 @@ template's own JSON and holes only, is parsed once per distinct text into a skel
 each rendering fills the skeleton's holes with the values (see :func:`_clause`). The result
 is the one the text round trip gives, key order included: ``json.dumps(sort_keys=True)``
 semantics for every value that went through ``tojson`` (keys sorted at every level, tuples
-as lists, no NaN), the template's order for the outermost template's own keys.
+as lists, no NaN), the template's order for the outermost template's own keys. A clause
+made of scalars and flat lists of scalars only (filters, boosts, price bounds, text
+clauses, facets) is rendered by Jinja once per distinct typed values and filled from its
+cached skeleton and holes afterwards (ADR 0016).
 """
 
 from __future__ import annotations
