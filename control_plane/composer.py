@@ -237,7 +237,7 @@ from pydantic import BaseModel
 from control_plane.composer_captures import bind
 from control_plane.composer_fields import apply
 from control_plane.composer_price import StatsLike, finish_price
-from control_plane.composer_state import Actor, State
+from control_plane.composer_state import Actor, State, made
 from control_plane.money import MoneyNotation
 from control_plane.plan import (
     AppliedStep,
@@ -295,6 +295,7 @@ def compose(
     applied: list[AppliedStep] = []
     skipped: list[Skipped] = []
     captures: list[CaptureMapping] = []
+    applied_ids: list[str] = []
     for turn in turns:
         policy = turn.actor.policy
         skip = _skip(policy, turn.footprint, consumed, context)
@@ -307,8 +308,9 @@ def compose(
         )
         captures.extend(binding.mappings)
         if binding.problem is not None:
+            problem = binding.problem
             skipped.append(
-                Skipped(policy_id=policy.id, code=binding.problem.code, reason=binding.problem.reason)
+                made(Skipped, {"policy_id": policy.id, "code": problem.code, "reason": problem.reason})
             )
             continue
         before = state
@@ -324,30 +326,36 @@ def compose(
             state = before
             continue
         consumed.extend((span, policy.id) for span in spans)
-        state = state.with_plan(
-            residual=residual_text(intent, [span for span, _ in consumed], state.rewrites),
-            applied=(*state.plan.applied, policy.id),
-        )
+        applied_ids.append(policy.id)  # the plan's ``applied``, set once after the cascade
+        if spans or state.rewrites is not before.rewrites:  # else the residual is unchanged
+            residual = residual_text(intent, [span for span, _ in consumed], state.rewrites)
+            state = state.with_plan(residual=residual)
         applied.append(
-            AppliedStep(
-                policy_id=policy.id,
-                consumed=spans,
-                changes=_changes(before, state, dumped),
-                explain=policy.explain,
-                dropped=binding.dropped,
+            made(
+                AppliedStep,
+                {
+                    "policy_id": policy.id,
+                    "consumed": spans,
+                    "changes": _changes(before, state, dumped),
+                    "explain": policy.explain,
+                    "dropped": binding.dropped,
+                },
             )
         )
-    state = finish_price(state, context.price_stats)
+    state = finish_price(state, context.price_stats).with_plan(applied=tuple(applied_ids))
     explanation = Explanation(
         policy_set_version=policy_set.version,
         intent=intent,
         matched=tuple(
-            MatchedPolicy(
-                policy_id=turn.actor.id,
-                kind=turn.actor.policy.kind,
-                priority=turn.actor.policy.priority,
-                trigger=turn.actor.policy.trigger.kind,
-                spans=turn.footprint,
+            made(
+                MatchedPolicy,
+                {
+                    "policy_id": turn.actor.policy.id,
+                    "kind": turn.actor.policy.kind,
+                    "priority": turn.actor.policy.priority,
+                    "trigger": turn.actor.policy.trigger.kind,
+                    "spans": turn.footprint,
+                },
             )
             for turn in turns
         ),
@@ -388,9 +396,19 @@ def _turns(policy_set: PolicySet, intent: str, matches: Sequence[Match]) -> list
         unordered.append((policies[policy_id], found, footprint, _covered(footprint)))
     unordered.sort(key=lambda t: _order_key(t[0], t[3]))
     return [
-        _Turn(Actor(policy=policy, rank=rank, length=length), found, footprint)
+        _turn(policy, rank, length, found, footprint)
         for rank, (policy, found, footprint, length) in enumerate(unordered)
     ]
+
+
+def _turn(policy: Policy, rank: int, length: int, found: Match, footprint: tuple[Span, ...]) -> _Turn:
+    """``_Turn(Actor(policy, rank, length), found, footprint)``, without the frozen
+    dataclasses' ``__init__`` (one ``object.__setattr__`` per field, twice per match)."""
+    actor = object.__new__(Actor)
+    actor.__dict__.update(policy=policy, rank=rank, length=length)
+    turn = object.__new__(_Turn)
+    turn.__dict__.update(actor=actor, match=found, footprint=footprint)
+    return turn
 
 
 def _order_key(policy: Policy, length: int) -> tuple[int, int, int, str]:
@@ -398,6 +416,8 @@ def _order_key(policy: Policy, length: int) -> tuple[int, int, int, str]:
 
 
 def _footprint(found: Match) -> tuple[Span, ...]:
+    if not found.captures and len(found.spans) < 2:  # one span or none: itself
+        return found.spans
     spans = {(s.start, s.end, s.text): s for s in (*found.spans, *(c.span for c in found.captures))}
     return tuple(spans[key] for key in sorted(spans))
 
@@ -439,22 +459,27 @@ def _skip(
     context: ComposeContext,
 ) -> Skipped | None:
     if not policy.enabled:
-        return Skipped(policy_id=policy.id, code="disabled", reason="the policy is disabled")
+        return _skipped(policy.id, "disabled", "the policy is disabled")
     if policy.cohorts and not set(policy.cohorts) & set(context.cohorts):
         request = ", ".join(sorted(set(context.cohorts))) or "none"
         reason = f"for cohorts {', '.join(policy.cohorts)}; the request has {request}"
-        return Skipped(policy_id=policy.id, code="cohort", reason=reason)
+        return _skipped(policy.id, "cohort", reason)
     if policy.kind == "guard":
         return None
     for span in footprint:
+        start, end = span.start, span.end
         for taken, consumer in consumed:
-            if span.overlaps(taken):
+            if start < taken.end and taken.start < end:  # span.overlaps(taken), inlined
                 reason = (
                     f"'{span.text}' [{span.start}, {span.end}) overlaps '{taken.text}'"
                     f" [{taken.start}, {taken.end}), consumed by '{consumer}'"
                 )
-                return Skipped(policy_id=policy.id, code="span_consumed", reason=reason)
+                return _skipped(policy.id, "span_consumed", reason)
     return None
+
+
+def _skipped(policy_id: str, code: str, reason: str) -> Skipped:
+    return made(Skipped, {"policy_id": policy_id, "code": code, "reason": reason})
 
 
 # --- residual text -----------------------------------------------------------------------
@@ -519,26 +544,31 @@ class _Dumped:
         self._seen: dict[int, tuple[object, Any]] = {}
 
     def __call__(self, value: object) -> Any:
-        if isinstance(value, tuple):
-            return [self(item) for item in value]
-        if not isinstance(value, BaseModel):
+        if not isinstance(value, tuple | BaseModel):
             return value
         entry = self._seen.get(id(value))
         if entry is None:
-            entry = (value, value.model_dump(mode="json"))
+            if isinstance(value, tuple):  # a step's "after" is often the next one's "before"
+                entry = (value, [self(item) for item in value])
+            else:
+                entry = (value, value.model_dump(mode="json"))
             self._seen[id(value)] = entry
         return entry[1]
 
 
+_CHANGED_FIELDS = tuple(name for name in Plan.model_fields if name != "applied")
+
+
 def _changes(before: State, after: State, dumped: _Dumped) -> tuple[Change, ...]:
     changes = []
-    for name in Plan.model_fields:
-        old_value, new_value = getattr(before.plan, name), getattr(after.plan, name)
-        if name == "applied" or old_value is new_value:
+    old_fields, new_fields = before.plan.__dict__, after.plan.__dict__
+    for name in _CHANGED_FIELDS:
+        old_value, new_value = old_fields[name], new_fields[name]
+        if old_value is new_value:
             continue
         old, new = dumped(old_value), dumped(new_value)
         if old != new:
-            changes.append(Change(field=name, before=old, after=new))
+            changes.append(made(Change, {"field": name, "before": old, "after": new}))
     for claim in after.prices[len(before.prices) :]:
         if claim.percentile is not None:
             pending = {
@@ -547,5 +577,5 @@ def _changes(before: State, after: State, dumped: _Dumped) -> tuple[Change, ...]
                 "resolved": "after the cascade, against the final category",
             }
             side = dumped(getattr(before.plan.price, claim.side))
-            changes.append(Change(field=f"price.{claim.side}", before=side, after=pending))
+            changes.append(made(Change, {"field": f"price.{claim.side}", "before": side, "after": pending}))
     return tuple(changes)

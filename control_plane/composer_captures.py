@@ -169,6 +169,8 @@ def bind(
     ``money``: the catalog's amount notation (None: the built-in one)."""
     if rule_captures is None:
         rule_captures = [rule.captures for rule in policy.rules]
+    if not captures and not any(rule_captures):  # nothing to bind: the bodies as written
+        return Binding(tuple([rule.body for rule in policy.rules]), (), (), None)
     texts: dict[str, list[str]] = {}
     for capture in sorted(captures, key=lambda c: (c.span.start, c.span.end, c.name, c.text)):
         text = " ".join(capture.text.split())

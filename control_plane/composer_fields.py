@@ -17,6 +17,7 @@ from control_plane.composer_state import (
     canonical,
     identity,
     precedence,
+    replaced,
     shown,
     with_actor,
 )
@@ -99,7 +100,7 @@ def _meet(
         return state.record(key, "override", holder, [actor], reason), current
     if strategy == "merge":
         merged = canonical((*current.values, *proposed.values))
-        return state, current.model_copy(update={"values": merged, "policies": policies})
+        return state, replaced(current, {"values": merged, "policies": policies})
     wanted = {identity(v) for v in proposed.values}
     common = tuple(v for v in current.values if identity(v) in wanted)
     if not common:
@@ -127,7 +128,7 @@ def _meet(
     elif common != current.values or len(common) != len(wanted):
         kept = f"{shown(current.values)} and {shown(proposed.values)} share {shown(common)}"
         state = state.record(key, "intersect", actor, [], kept)
-    return state, current.model_copy(update={"values": common, "policies": policies})
+    return state, replaced(current, {"values": common, "policies": policies})
 
 
 def _category(state: State, actor: Actor, body: CategoryRule) -> State:
@@ -167,7 +168,7 @@ def _exclude(state: State, actor: Actor, body: ExcludeRule) -> State:
     else:
         policies = current.policies + ((actor.id,) if actor.id not in current.policies else ())
         values = canonical((*current.values, *body.values))
-        merged = current.model_copy(update={"values": values, "policies": policies})
+        merged = replaced(current, {"values": values, "policies": policies})
     return state.with_plan(exclusions=by_field([*others, merged]))
 
 
@@ -284,7 +285,7 @@ def _hide(state: State, actor: Actor, body: HideRule) -> State:
             state = state.record("sponsored", "hide_beats_sponsored", hidden_by[product], [sponsor], reason)
         ids = tuple(p for p in entry.ids if p not in hidden)
         if ids:
-            sponsored.append(entry.model_copy(update={"ids": ids}))
+            sponsored.append(replaced(entry, {"ids": ids}))
     return state.evolved(hidden_by=hidden_by).with_plan(
         hides=tuple(sorted(hidden)),
         pins=tuple(p for p in state.plan.pins if p not in hidden),

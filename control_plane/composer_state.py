@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Literal
+from typing import Literal, TypeVar
+
+from pydantic import BaseModel
 
 from control_plane.plan import Constraint, Plan, Resolution
 from control_plane.policy import SPECIFICITY, Governance, Policy, RewriteRule, Value
@@ -76,8 +78,8 @@ class State:
     def evolved(self, **changes: object) -> State:
         """A copy with ``changes``: what ``dataclasses.replace`` gives, without running
         ``__init__`` again (a new state per rule puts this on the composer's hot path)."""
-        unknown = changes.keys() - _STATE_FIELDS
-        if unknown:
+        if not _STATE_FIELDS.issuperset(changes):
+            unknown = changes.keys() - _STATE_FIELDS
             raise TypeError(f"State has no field {', '.join(sorted(unknown))}")
         new = object.__new__(State)
         new.__dict__.update(self.__dict__)
@@ -85,23 +87,58 @@ class State:
         return new
 
     def with_plan(self, **update: object) -> State:
-        return self.evolved(plan=self.plan.model_copy(update=update))
+        return self.evolved(plan=replaced(self.plan, update))
 
     def record(self, key: str, strategy: str, winner: Actor, losers: Sequence[Actor], reason: str) -> State:
-        resolution = Resolution(
-            field=key,
-            strategy=strategy,
-            winner=winner.id,
-            losers=tuple(loser.id for loser in losers),
-            reason=reason,
+        resolution = made(
+            Resolution,
+            {
+                "field": key,
+                "strategy": strategy,
+                "winner": winner.policy.id,
+                "losers": tuple(loser.policy.id for loser in losers),
+                "reason": reason,
+            },
         )
-        return self.noted(resolution)
+        return self.evolved(resolutions=(*self.resolutions, resolution))
 
     def noted(self, resolution: Resolution) -> State:
         return self.evolved(resolutions=(*self.resolutions, resolution))
 
 
 _STATE_FIELDS = frozenset(f.name for f in fields(State))
+
+_M = TypeVar("_M", bound=BaseModel)
+_set = object.__setattr__
+_new = object.__new__
+
+
+def made(cls: type[_M], values: dict[str, object]) -> _M:
+    """``cls(**values)`` without validation, for the explanation records the cascade makes
+    by the hundred from data validated at the edges (policies, matches). ``values`` names
+    every field of ``cls`` in declaration order, each of its declared type (tuples, not
+    lists): ``tests/composer/test_fast_models.py`` revalidates whole compositions to hold
+    the composer to it."""
+    new = _new(cls)
+    _set(new, "__dict__", values)
+    _set(new, "__pydantic_fields_set__", set(values))
+    _set(new, "__pydantic_extra__", None)
+    _set(new, "__pydantic_private__", None)
+    return new
+
+
+def replaced(model: _M, update: Mapping[str, object]) -> _M:
+    """``model.model_copy(update=update)`` (no validation either), without pydantic's
+    generic copy machinery: a new plan per rule puts this on the composer's hot path.
+    The models here are frozen, with ``extra="forbid"`` and no private attributes."""
+    new = object.__new__(type(model))
+    values = model.__dict__.copy()
+    values.update(update)
+    _set(new, "__dict__", values)
+    _set(new, "__pydantic_fields_set__", model.__pydantic_fields_set__ | update.keys())
+    _set(new, "__pydantic_extra__", None)
+    _set(new, "__pydantic_private__", None)
+    return new
 
 
 # --- shared wording and value handling -------------------------------------------------

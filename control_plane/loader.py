@@ -23,6 +23,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
+import os
 import re
 from collections import Counter
 from collections.abc import Hashable, Iterator, Sequence
@@ -83,13 +84,17 @@ def load_policy_set(
     roles: FieldRoles | None = None,
     *,
     field_types: FieldTypes | None = None,
+    locations: dict[str, str] | None = None,
 ) -> PolicySet:
     """Load, validate and freeze the policy directory, or raise :class:`PolicyLoadError`
     with every error found (never a half-loaded set). ``roles`` (the catalog profile) names
     the fields category and price rules touch, for governance; without it those two rule
     kinds are not checked against ``filterable_fields`` (no catalog is known).
     ``field_types`` (dotted field -> mapping type, from the catalog mapping) lets rules on
-    text fields become analysed queries (:mod:`control_plane.shopper_language`)."""
+    text fields become analysed queries (:mod:`control_plane.shopper_language`).
+    ``locations``, when given, receives what :func:`policy_locations` gives for the policies
+    that loaded, from the same read (lint at 100,000 policies read every file twice
+    otherwise)."""
     root = Path(directory)
     if not root.is_dir():
         raise PolicyLoadError([
@@ -100,6 +105,10 @@ def load_policy_set(
         governance = reading.governance()
         vocabularies = reading.vocabularies()
         policies = reading.policies()
+        if locations is not None:
+            for policy, source in policies:
+                line, _ = _position(source.node, (*source.base, "id"))
+                locations.setdefault(policy.id, f"{source.file}:{line}")
         for violation in check_policy_set(
             [p for p, _ in policies], [v for v, _ in vocabularies], governance,
             broken_vocabularies=reading.broken_vocabularies, roles=roles,
@@ -377,6 +386,8 @@ class YamlReading:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.errors: list[PolicyError] = []
+        self._relative: dict[Path, str] = {}
+        """path -> its name relative to the root, for the files listed"""
         self.broken_vocabularies: frozenset[str] = frozenset()
 
     def governance(self) -> Governance | None:
@@ -451,20 +462,13 @@ class YamlReading:
 
     def policy_files(self) -> list[Path]:
         files = []
-        for path in self.root.rglob("*"):
-            relative = path.relative_to(self.root)
-            parts = relative.parts
-            if (
-                path.suffix not in SUFFIXES
-                or not path.is_file()
-                or any(part.startswith(".") for part in parts)
-                or TESTS_DIR in parts[:-1]
-                or parts[0] == VOCABULARY_DIR
-                or relative.as_posix() == GOVERNANCE_FILE
-            ):
+        for relative, path in yaml_files(self.root):
+            parts = relative.split("/")
+            if TESTS_DIR in parts[:-1] or parts[0] == VOCABULARY_DIR or relative == GOVERNANCE_FILE:
                 continue
+            self._relative[path] = relative
             files.append(path)
-        return sorted(files, key=lambda p: p.relative_to(self.root).as_posix())
+        return files
 
     def documents(self, path: Path) -> Iterator[tuple[Source, Any]]:
         """Each YAML document of ``path`` with its source; errors are recorded.
@@ -472,7 +476,7 @@ class YamlReading:
         libyaml (``yaml.CSafeLoader``) parses a file when it can; a file it refuses is read
         again by the pure-Python loader, so a syntax error keeps PyYAML's message and mark
         whether or not libyaml is installed (both compose the same nodes, with marks)."""
-        file = path.relative_to(self.root).as_posix()
+        file = self._relative.get(path) or path.relative_to(self.root).as_posix()
         text = self.text(path, file)
         if text is None:
             return
@@ -562,6 +566,40 @@ class YamlReading:
         except ValidationError as exc:
             self.errors += validation_errors(exc, source)
             return None
+
+
+def yaml_files(root: Path) -> list[tuple[str, Path]]:
+    """Every YAML file under ``root`` outside dot folders, dot files excepted, as (path
+    relative to ``root`` with ``/``, path), sorted by the relative path: what
+    ``root.rglob("*")`` and ``is_file()`` find (symlinked files count, symlinked folders
+    are not entered), with one ``os.scandir`` per folder instead of a ``stat`` and a
+    ``relative_to`` per file (seconds at 100,000 files)."""
+    found: list[tuple[str, Path]] = []
+    folders = [(str(root), "")]
+    while folders:
+        folder, prefix = folders.pop()
+        try:
+            with os.scandir(folder) as entries:
+                listed = list(entries)
+        except PermissionError:
+            continue
+        for entry in listed:
+            if entry.name.startswith("."):
+                continue
+            relative = prefix + entry.name
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    folders.append((entry.path, relative + "/"))
+                elif entry.name.endswith(SUFFIXES) and entry.is_file():
+                    found.append((relative, root / relative))
+            except OSError:
+                continue
+    found.sort(key=_first)
+    return found
+
+
+def _first(pair: tuple[str, Path]) -> str:
+    return pair[0]
 
 
 #: What YAML does not accept in a stream (YAML 1.1's printable set, as PyYAML's reader

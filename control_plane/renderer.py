@@ -77,7 +77,10 @@ template's own JSON and holes only, is parsed once per distinct text into a skel
 each rendering fills the skeleton's holes with the values (see :func:`_clause`). The result
 is the one the text round trip gives, key order included: ``json.dumps(sort_keys=True)``
 semantics for every value that went through ``tojson`` (keys sorted at every level, tuples
-as lists, no NaN), the template's order for the outermost template's own keys.
+as lists, no NaN), the template's order for the outermost template's own keys. A clause
+made of scalars and flat lists of scalars only (filters, boosts, price bounds, text
+clauses, facets) is rendered by Jinja once per distinct typed values and filled from its
+cached skeleton and holes afterwards (ADR 0016).
 """
 
 from __future__ import annotations
@@ -254,14 +257,63 @@ def _first(pair: tuple[str, Any]) -> str:
     return pair[0]
 
 
+#: (template, outermost, the values typed) -> the skeleton and the holes Jinja gave for them
+_FRAGMENTS: dict[tuple[Any, ...], tuple[Node, list[Any]]] = {}
+#: off: every clause goes through Jinja (the reference path the tests compare against)
+_FRAGMENT_CACHE = True
+
+
+def _scalar(value: Any) -> tuple[type, Any]:
+    """A hashable key that only equal JSON gives (``1``, ``1.0``, ``True``, ``-0.0`` apart)."""
+    kind = type(value)
+    if kind is float:
+        return (kind, repr(value))
+    if kind is str or kind is int or kind is bool or value is None:
+        return (kind, value)
+    raise TypeError(kind)
+
+
+def _typed(value: Any) -> tuple[type, Any]:
+    """A scalar or a flat list (tuple) of scalars, keyed; TypeError for anything else (a
+    dict is a rendered clause: such templates are not cached)."""
+    kind = type(value)
+    if kind is list or kind is tuple:
+        return (kind, tuple(_scalar(item) for item in value))
+    return _scalar(value)
+
+
+def _fragment_key(template: str, outermost: bool, values: dict[str, Any]) -> tuple[Any, ...] | None:
+    try:
+        return (template, outermost, tuple((name, _typed(value)) for name, value in values.items()))
+    except TypeError:
+        return None
+
+
 def _clause(template: str, _outermost: bool = False, **values: Any) -> dict[str, Any]:
     """Render ``template`` with ``values`` into data: the dict that parsing its JSON text
     would give. ``_outermost`` keeps the template's own key order at its top level (the
     request body); a clause, which a parent template embeds through ``tojson``, has its
-    keys sorted at every level, as ``json.dumps(sort_keys=True)`` would have printed them."""
-    holes: list[Any] = []
-    text = TEMPLATES.get_template(template).render(_holes=holes, **values)
-    filled: dict[str, Any] = _fill(_skeleton(template, text), holes, not _outermost)
+    keys sorted at every level, as ``json.dumps(sort_keys=True)`` would have printed them.
+
+    A clause whose values are all scalars or flat lists of scalars (a filter, a boost, a
+    price bound, a facet: what policies and profiles put in) is rendered by Jinja once per
+    distinct values; later renderings fill the same skeleton with the same holes. The key
+    holds every value the template receives, typed, so the result is the one Jinja gives:
+    rendering is a function of those values alone, and a policy changed in a new version
+    gives new values, hence a new key (a fragment is never reused for other values)."""
+    key = _fragment_key(template, _outermost, values) if _FRAGMENT_CACHE else None
+    found = _FRAGMENTS.get(key) if key is not None else None
+    if found is not None:
+        node, holes = found
+    else:
+        holes = []
+        text = TEMPLATES.get_template(template).render(_holes=holes, **values)
+        node = _skeleton(template, text)
+        if key is not None:
+            if len(_FRAGMENTS) >= 8192:  # bounded: many distinct ids or texts come and go
+                _FRAGMENTS.clear()
+            _FRAGMENTS[key] = (node, [tuple(h) if type(h) is list else h for h in holes])
+    filled: dict[str, Any] = _fill(node, holes, not _outermost)
     return filled
 
 

@@ -120,17 +120,17 @@ def cmd_lint(args: argparse.Namespace, settings: Settings) -> int:
     else:
         from control_plane.bootstrap import profile_of
         from control_plane.lifecycle.suite import load_directory
-        from control_plane.loader import policy_locations
 
         directory = project_path(args.dir or settings.policies.dir)
         profile = profile_of(settings)  # the configured catalog's profile names its mapping
         mapping = profile.load_mapping()
+        locations: dict[str, str] = {}
         policy_set, suite = load_directory(  # does not load: exit 3
-            directory, profile, field_types=lint.mapping_fields_of(mapping)
+            directory, profile, field_types=lint.mapping_fields_of(mapping), locations=locations
         )
         findings = lint.lint(
             policy_set, mapping_fields=lint.mapping_fields_of(mapping),
-            now=now_option(args.now), locations=policy_locations(directory),
+            now=now_option(args.now), locations=locations,
             tested_policy_ids=None if args.no_tests else suite.policy_ids(),
             profile=profile, cases=suite.cases, horizon=horizon,
         )

@@ -103,7 +103,7 @@ from control_plane.lifecycle.lint_facts import (
     trigger_texts,
     wordless,
 )
-from control_plane.loader import check_policy_set, load_policy_set, policy_locations
+from control_plane.loader import check_policy_set, load_policy_set
 from control_plane.policy import (
     BoostRule,
     BuryRule,
@@ -176,7 +176,7 @@ def lint(
     # a shadowed policy never applies: it conflicts with nothing
     reachable = [p for p in live if p.id not in shadowed]
     for one, other in index.pairs(reachable):
-        found += lint_pairs.between(one, other, now, category_field, where)
+        found += lint_pairs.between(one, other, now, category_field, where, index)
     found += unpinned_windows(policy_set.policies, cases, now, horizon)
     return sorted(found, key=_order)
 
@@ -194,16 +194,17 @@ def lint_directory(
     """Lint a policy directory. When it does not load, its load errors are the findings
     (the loader's codes, at ``file:line``); otherwise :func:`lint` with every policy
     located at its file. ``mapping`` is an index mapping body (None skips field checks)."""
+    locations: dict[str, str] = {}
     try:
         types = mapping_fields_of(mapping) if mapping is not None else None
-        policy_set = load_policy_set(directory, profile, field_types=types)
+        policy_set = load_policy_set(directory, profile, field_types=types, locations=locations)
     except PolicyLoadError as exc:
         return sorted((_load_finding(error) for error in exc.errors), key=_order)
     return lint(
         policy_set,
         mapping_fields=mapping_fields_of(mapping) if mapping is not None else None,
         now=now,
-        locations=policy_locations(directory),
+        locations=locations,
         tested_policy_ids=tested_policy_ids,
         profile=profile,
         cases=cases,

@@ -61,22 +61,25 @@ def _occurrences(words: tuple[str, ...], part: tuple[str, ...]) -> Iterator[int]
             yield start
 
 
-def _matched_length(policy: Policy, words: tuple[str, ...]) -> int | None:
+def _matched_length(
+    policy: Policy, words: tuple[str, ...], folded: Sequence[tuple[str, ...]] | None = None
+) -> int | None:
     """Intent characters the policy's spans cover on ``words`` (adjacent matched words merge,
-    like the engine's highlights), or None when it does not fire there."""
+    like the engine's highlights), or None when it does not fire there. ``folded``: the
+    policy's reachable texts, folded, when already known."""
     kind = policy.trigger.kind
     if kind == "always":
         return 0
+    if folded is None:
+        folded = [folded_words(v) for v in reachable_texts(policy)]
     text_length = len(" ".join(words))
     if kind == "exact":
-        return text_length if any(folded_words(v) == words for v in reachable_texts(policy)) else None
+        return text_length if any(part == words for part in folded) else None
     if kind == "pattern":
-        cues = [folded_words(c) for c in reachable_texts(policy)]
-        fires = any(words[-len(cue) - 1 :] == (*cue, CAPTURED) for cue in cues)
+        fires = any(words[-len(cue) - 1 :] == (*cue, CAPTURED) for cue in folded)
         return text_length if fires else None
     covered = [False] * len(words)
-    for value in reachable_texts(policy):
-        part = folded_words(value)
+    for part in folded:
         for start in _occurrences(words, part):
             covered[start : start + len(part)] = [True] * len(part)
     if not any(covered):
@@ -134,16 +137,23 @@ def _windows_meet(one: Policy, other: Policy, now: datetime) -> bool:
     return not ends or min(ends) > max(starts)
 
 
-def _together(one: Policy, other: Policy, now: datetime) -> list[_Together]:
-    """Every named text both fire on, shortest first (policies that can fire at all)."""
+def _together(
+    one: Policy, other: Policy, now: datetime, index: TriggerIndex | None = None
+) -> list[_Together]:
+    """Every named text both fire on, shortest first (policies that can fire at all).
+    ``index``: where each policy's texts were computed once (else computed here)."""
     if not _windows_meet(one, other, now):
         return []
-    candidates = {t.words: t for t in [*_texts(one), *_texts(other)]}
+    texts = index.witness_texts if index is not None else _texts
+    candidates = {t.words: t for t in [*texts(one), *texts(other)]}
     if one.trigger.kind == "always" and other.trigger.kind == "always":
         candidates = {(): _Text((), "every intent")}
+    folded_one = index.folded(one) if index is not None else None
+    folded_other = index.folded(other) if index is not None else None
     found = []
     for words in sorted(candidates, key=lambda w: (len(w), w)):
-        length_one, length_other = _matched_length(one, words), _matched_length(other, words)
+        length_one = _matched_length(one, words, folded_one)
+        length_other = _matched_length(other, words, folded_other)
         if length_one is None or length_other is None:
             continue
         (first, first_length), (second, second_length) = sorted(
@@ -154,9 +164,15 @@ def _together(one: Policy, other: Policy, now: datetime) -> list[_Together]:
 
 
 def between(
-    one: Policy, other: Policy, now: datetime, category_field: str | None, where: Where
+    one: Policy,
+    other: Policy,
+    now: datetime,
+    category_field: str | None,
+    where: Where,
+    index: TriggerIndex | None = None,
 ) -> Iterator[Finding]:
-    together = _together(one, other, now)
+    """``index``: the :class:`TriggerIndex` holding both, whose per-policy texts are reused."""
+    together = _together(one, other, now, index)
     tie = next((t for t in together if t.tie), None)
     if tie is not None:
         a, b = tie.first, tie.second
@@ -250,15 +266,22 @@ class TriggerIndex:
         """a pattern cue and its capture: fires on texts ending so"""
         self._everywhere: list[Policy] = []
         self._texts: dict[tuple[str, ...], list[Policy]] = {}
-        """every reachable text, as written by the policy (shadowing compares these)"""
+        """every reachable text of a policy that may shadow others (consuming, ``exact``,
+        ``phrase`` or ``any``: :func:`_consumes_first` is False for any other)"""
+        self._folded: dict[str, tuple[Policy, list[tuple[str, ...]]]] = {}
+        """policy id -> its reachable texts, folded"""
+        self._witness: dict[str, tuple[Policy, list[_Text]]] = {}
         for policy in self.policies:
             kind = policy.trigger.kind
             if kind == "always":
                 self._everywhere.append(policy)
                 continue
+            self._folded[policy.id] = (policy, [folded_words(text) for text in reachable_texts(policy)])
+            shadows = policy.trigger.consume and kind in ("exact", "phrase", "any")
             for text in reachable_texts(policy):
                 words = folded_words(text)
-                self._texts.setdefault(words, []).append(policy)
+                if shadows:
+                    self._texts.setdefault(words, []).append(policy)
                 if kind == "exact":
                     self._equals.setdefault(words, []).append(policy)
                 elif kind == "pattern":
@@ -275,9 +298,25 @@ class TriggerIndex:
                 yield from self._ends.get(run, ())
 
     def with_texts_in(self, words: tuple[str, ...]) -> Iterator[Policy]:
-        """Policies with a text that is a run of ``words`` (the shadowing candidates)."""
+        """Policies that may shadow (consuming ``exact``, ``phrase`` or ``any``) with a text
+        that is a run of ``words``: the shadowing candidates."""
         for run in _runs(words):
             yield from self._texts.get(run, ())
+
+    def witness_texts(self, policy: Policy) -> list[_Text]:
+        """:func:`_texts` of the policy, computed once per policy of this index."""
+        found = self._witness.get(policy.id)
+        if found is None or found[0] is not policy:
+            found = (policy, _texts(policy))
+            self._witness[policy.id] = found
+        return found[1]
+
+    def folded(self, policy: Policy) -> list[tuple[str, ...]]:
+        """The policy's reachable texts, folded (computed once per indexed policy)."""
+        found = self._folded.get(policy.id)
+        if found is None or found[0] is not policy:  # not indexed: computed here
+            return [folded_words(t) for t in reachable_texts(policy)]
+        return found[1]
 
     def pairs(self, policies: Sequence[Policy]) -> Iterator[tuple[Policy, Policy]]:
         """The pairs of ``policies`` (a subset of the indexed ones) that may fire together on
@@ -311,7 +350,7 @@ def shadowed(low: Policy, live: TriggerIndex, now: datetime, where: Where) -> It
         words = folded_words(text)
         candidates = {high.id: high for high in live.with_texts_in(words)}.values()
         shadows = sorted(
-            (high for high in candidates if _consumes_first(high, low, words, now)),
+            (high for high in candidates if _consumes_first(high, low, words, now, live.folded(high))),
             key=lambda high: _rank(high, 0),
         )
         if not shadows:
@@ -325,7 +364,13 @@ def shadowed(low: Policy, live: TriggerIndex, now: datetime, where: Where) -> It
     )
 
 
-def _consumes_first(high: Policy, low: Policy, words: tuple[str, ...], now: datetime) -> bool:
+def _consumes_first(
+    high: Policy,
+    low: Policy,
+    words: tuple[str, ...],
+    now: datetime,
+    texts: Sequence[tuple[str, ...]] | None = None,
+) -> bool:
     """Wherever ``low`` matches ``words``, ``high`` matches overlapping words, applies first
     and consumes them. For ``low`` exact, ``high`` may match part of the phrase (the intent
     is exactly the phrase); otherwise it must match the same phrase (its spans are then
@@ -334,7 +379,8 @@ def _consumes_first(high: Policy, low: Policy, words: tuple[str, ...], now: date
         return False
     if not (_active_whenever(high, low, now) and _cohorts_cover(high, low)):
         return False
-    texts = [folded_words(t) for t in reachable_texts(high)]
+    if texts is None:  # ``high``'s reachable texts, folded
+        texts = [folded_words(t) for t in reachable_texts(high)]
     higher = high.priority > low.priority
     equal = high.priority == low.priority
     if low.trigger.kind == "exact" and high.trigger.kind == "exact":

@@ -92,6 +92,7 @@ from control_plane.loader import (
     load_policy_set,
     paused_collection,
     validation_errors,
+    yaml_files,
 )
 from control_plane.plan import Plan
 from control_plane.policy import PolicySet
@@ -371,16 +372,18 @@ def load_directory(
     roles: FieldRoles | None = None,
     *,
     field_types: Mapping[str, str] | None = None,
+    locations: dict[str, str] | None = None,
 ) -> tuple[PolicySet, Suite]:
     """The policy set and the test suite of a policy directory, or one
     :class:`~control_plane.errors.PolicyLoadError` with every problem of both (what
     ``policy check`` and ``policy lint`` report before anything else). ``field_types``:
-    the catalog mapping's, so text-field rules are checked and resolved."""
+    the catalog mapping's, so text-field rules are checked and resolved; ``locations``: as
+    for :func:`~control_plane.loader.load_policy_set`."""
     problems: list[PolicyError] = []
     policy_set = suite = None
     with paused_collection():
         try:
-            policy_set = load_policy_set(directory, roles, field_types=field_types)
+            policy_set = load_policy_set(directory, roles, field_types=field_types, locations=locations)
         except PolicyLoadError as error:
             problems += error.errors
         try:
@@ -394,17 +397,7 @@ def load_directory(
 
 def case_files(root: Path) -> list[Path]:
     """YAML files inside a ``tests/`` folder, sorted by relative path."""
-    found = []
-    for path in root.rglob("*"):
-        parts = path.relative_to(root).parts
-        if (
-            path.suffix in SUFFIXES
-            and path.is_file()
-            and TESTS_DIR in parts[:-1]
-            and not any(part.startswith(".") for part in parts)
-        ):
-            found.append(path)
-    return sorted(found, key=lambda p: p.relative_to(root).as_posix())
+    return [path for relative, path in yaml_files(root) if TESTS_DIR in relative.split("/")[:-1]]
 
 
 def suite_from_json(data: dict[str, Any]) -> Suite:

@@ -1,0 +1,110 @@
+"""Clauses rendered once per distinct values (``renderer._FRAGMENTS``) give what Jinja gives.
+
+The renderer reuses the skeleton and holes of a clause whose values it has seen before. The
+reference is the text round trip of ``test_text_equivalence`` (every clause through Jinja,
+printed and parsed): on every composer case file, both engines, all tiers, with the cache
+cold, warm, and warmed by other cases first, ``json.dumps(body)`` (key order included) must
+be the same. A policy that changes in a new version must never get its old fragment back.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+import control_plane.renderer as renderer
+from control_plane.composer import compose
+from control_plane.plan import Boost, Constraint, Plan
+from control_plane.renderer import render
+from tests.composer.casefile import all_cases
+from tests.renderer.cases import PROFILE
+from tests.renderer.test_text_equivalence import text_clause
+
+PLANS = [
+    (case.id, compose(case.policy_set, case.intent, case.matches, case.context).plan)
+    for case in all_cases()
+    if "error" not in case.expect
+]
+
+
+def _bodies(plan: Plan) -> list[str]:
+    return [
+        json.dumps(
+            render(plan, PROFILE, engine=engine, tier=tier, personalization=[("p1", 2.0)]),
+            ensure_ascii=False,
+        )
+        for engine in renderer.ENGINES
+        for tier in renderer.TIERS
+    ]
+
+
+def _reference(plan: Plan, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    with monkeypatch.context() as patched:
+        patched.setattr(renderer, "_clause", text_clause)
+        return _bodies(plan)
+
+
+def test_composer_cases_render_as_the_reference_cold_warm_and_mixed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert PLANS
+    references = {name: _reference(plan, monkeypatch) for name, plan in PLANS}
+    renderer._FRAGMENTS.clear()
+    for name, plan in PLANS:  # cold for this case's own clauses, warmed by the earlier cases
+        assert _bodies(plan) == references[name], name
+    for name, plan in reversed(PLANS):  # every clause from the cache
+        assert _bodies(plan) == references[name], name
+    assert renderer._FRAGMENTS  # the fast path was taken
+
+
+def test_the_cache_off_is_the_same_path_as_jinja(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(renderer, "_FRAGMENT_CACHE", False)
+    renderer._FRAGMENTS.clear()
+    for name, plan in PLANS[:20]:
+        assert _bodies(plan) == _reference(plan, monkeypatch), name
+    assert not renderer._FRAGMENTS
+
+
+def _versioned(values: tuple[Any, ...], weight: float) -> Plan:
+    """The plan of policy ``p`` in one version: same id and clause names, other values."""
+    return Plan(
+        residual="chocolate",
+        filters=(Constraint(field="brand", values=values, policies=("p",)),),
+        boosts=(Boost(field="labels", values=values, weight=weight, policy="p"),),
+    )
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        (("a",), ("b",)),
+        ((1,), (True,)),  # equal and hash-equal in Python, different JSON
+        ((1,), (1.0,)),
+        ((0.0,), (-0.0,)),
+        (("a", "b"), ("a",)),
+    ],
+)
+def test_a_new_version_of_a_policy_never_gets_the_old_fragment(
+    old: tuple[Any, ...], new: tuple[Any, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    renderer._FRAGMENTS.clear()
+    first = _bodies(_versioned(old, 2.0))
+    second = _bodies(_versioned(new, 2.0))
+    assert first == _reference(_versioned(old, 2.0), monkeypatch)
+    assert second == _reference(_versioned(new, 2.0), monkeypatch)
+    assert first != second
+    reweighted = _bodies(_versioned(old, 3))  # an int weight: 3, not 3.0
+    assert reweighted == _reference(_versioned(old, 3), monkeypatch)
+    assert reweighted != first
+
+
+def test_rendered_bodies_share_nothing_with_the_cache() -> None:
+    renderer._FRAGMENTS.clear()
+    plan = _versioned(("a", "b"), 2.0)
+    body = render(plan, PROFILE, engine="opensearch", tier="strict")
+    expected = json.dumps(body)
+    body["query"]["bool"]["filter"][0]["terms"]["brand"].append("mutated")  # a caller edits its body
+    body["aggs"].clear()
+    assert json.dumps(render(plan, PROFILE, engine="opensearch", tier="strict")) == expected
