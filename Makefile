@@ -62,7 +62,7 @@ lint: setup
 	$(BIN)/ruff check control_plane agent_gateway tests bench
 
 typecheck: setup
-	$(BIN)/mypy control_plane agent_gateway
+	$(BIN)/mypy control_plane agent_gateway bench
 
 # Policy-set sizes of the percolation and compile benchmark (default 1000,10000,100000), e.g. SIZES=1000,10000
 SIZES ?=

@@ -16,6 +16,7 @@ import json
 import os
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +102,7 @@ def run(counts: list[int], warmup: int, rounds: int) -> dict[str, Any]:
         samples, cpu = [], []
         for _ in range(rounds):
             started = time.thread_time_ns()
-            samples.append(timed(lambda i=intent, m=matches: once(i, m))[0])
+            samples.append(timed(partial(once, intent, matches))[0])
             cpu.append(time.thread_time_ns() - started)
         body = once(intent, matches)
         composition = compose(policy_set, intent, matches, context)

@@ -15,6 +15,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from control_plane import local_engine
 from control_plane.config import EngineSettings
 from control_plane.engine import Engine, connect
@@ -146,3 +148,42 @@ def recorded_run(
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return result
+
+
+#: the ``govsearch`` command of this interpreter's environment
+GOVSEARCH = Path(sys.executable).parent / "govsearch"
+
+
+def serve(
+    url: str, workers: int, directory: Path, extra: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    """``govsearch serve`` on a free port against ``url``, its audit log and key in
+    ``directory``, with ``extra`` environment (no other ``GOVSEARCH_*`` variable of ours
+    leaks in); returns once ``/readyz`` answers 200 (or ends the bench after 120 s)."""
+    port = free_port()
+    directory.mkdir(parents=True, exist_ok=True)
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("GOVSEARCH_")},
+        "GOVSEARCH_ENGINE_URL": url,
+        "GOVSEARCH_AUDIT_PATH": str(directory / "decisions.jsonl"),
+        "GOVSEARCH_AUDIT_KEY_FILE": str(directory / "audit.key"),
+        **(extra or {}),
+    }
+    log = (directory / "serve.log").open("wb")
+    process = subprocess.Popen(
+        [str(GOVSEARCH), "serve", "--workers", str(workers), "--host", "127.0.0.1", "--port", str(port)],
+        env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    served = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"govsearch serve ended: {(directory / 'serve.log').read_text()}")
+        try:
+            if httpx.get(served + "/readyz", timeout=5).status_code == 200:
+                return process, served
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    process.kill()
+    raise SystemExit("govsearch serve was not ready within 120 s")

@@ -32,7 +32,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -48,43 +48,17 @@ from control_plane.service import SearchRequest, SearchService
 from control_plane.times import system_clock
 
 RESULTS = Path(__file__).resolve().parent / "results"
-GOVSEARCH = Path(sys.executable).parent / "govsearch"
 CONCURRENCY = (1, 4, 16)
 
 
 def _serve(
     url: str, workers: int, directory: Path, batching: str
 ) -> tuple[subprocess.Popen[bytes], str]:
-    port = environment.free_port()
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("GOVSEARCH_")},
-        "GOVSEARCH_ENGINE_URL": url,
-        "GOVSEARCH_TIER_BATCHING": batching,
-        "GOVSEARCH_AUDIT_PATH": str(directory / "decisions.jsonl"),
-        "GOVSEARCH_AUDIT_KEY_FILE": str(directory / "audit.key"),
-    }
-    log = (directory / "serve.log").open("wb")
-    process = subprocess.Popen(
-        [str(GOVSEARCH), "serve", "--workers", str(workers), "--host", "127.0.0.1", "--port", str(port)],
-        env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
-    served = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"govsearch serve ended: {(directory / 'serve.log').read_text()}")
-        try:
-            if httpx.get(served + "/readyz", timeout=5).status_code == 200:
-                return process, served
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    process.kill()
-    raise SystemExit("govsearch serve was not ready within 120 s")
+    return environment.serve(url, workers, directory, {"GOVSEARCH_TIER_BATCHING": batching})
 
 
 def _single_client(
-    call: dict[str, Callable[[httpx.Client, str], None]], bases: dict[str, str], intents: list[str],
+    call: Mapping[str, Callable[[httpx.Client, str], None]], bases: dict[str, str], intents: list[str],
     warmup: int, rounds: int,
 ) -> dict[str, Any]:
     clients = {variant: httpx.Client(base_url=base, timeout=30) for variant, base in bases.items()}

@@ -20,7 +20,6 @@ machine and the load average; on a shared machine, read the ratios between varia
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import signal
 import subprocess
@@ -42,7 +41,6 @@ from control_plane.engine import Engine
 from control_plane.times import system_clock
 
 RESULTS = Path(__file__).resolve().parent / "results"
-GOVSEARCH = Path(sys.executable).parent / "govsearch"
 CONCURRENCY = (4, 16)
 
 
@@ -56,33 +54,7 @@ def parse_variant(text: str) -> tuple[str, dict[str, str]]:
 def _serve(
     url: str, workers: int, directory: Path, extra: dict[str, str]
 ) -> tuple[subprocess.Popen[bytes], str]:
-    port = environment.free_port()
-    directory.mkdir(parents=True, exist_ok=True)
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("GOVSEARCH_")},
-        "GOVSEARCH_ENGINE_URL": url,
-        "GOVSEARCH_AUDIT_PATH": str(directory / "decisions.jsonl"),
-        "GOVSEARCH_AUDIT_KEY_FILE": str(directory / "audit.key"),
-        **extra,
-    }
-    log = (directory / "serve.log").open("wb")
-    process = subprocess.Popen(
-        [str(GOVSEARCH), "serve", "--workers", str(workers), "--host", "127.0.0.1", "--port", str(port)],
-        env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
-    served = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"govsearch serve ended: {(directory / 'serve.log').read_text()}")
-        try:
-            if httpx.get(served + "/readyz", timeout=5).status_code == 200:
-                return process, served
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    process.kill()
-    raise SystemExit("govsearch serve was not ready within 120 s")
+    return environment.serve(url, workers, directory, extra)
 
 
 def _single_client(bases: dict[str, str], intents: list[str], rounds: int) -> dict[str, Any]:
