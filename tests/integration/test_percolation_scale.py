@@ -100,7 +100,7 @@ def publish_legacy(
             yield from matcher.phrase_documents(policies)
 
     with monkeypatch.context() as patch:
-        patch.setattr(policy_store, "policies_mapping", lambda: mapping)
+        patch.setattr(policy_store, "policies_mapping", lambda *_analysis: mapping)
         patch.setattr(policy_store, "index_documents", documents)
         return policy_store.publish(engine, f"{prefix}-{'phrases' if phrases else 'old'}", policy_set, "live")
 
