@@ -1,7 +1,7 @@
 """A second catalog, end to end: the fashion fixture (tests/fixtures/fashion: its mapping,
 profile, policies and products, nothing else) comes up with ``--catalog fashion`` on every
 command, against the real engine, and every behaviour holds on its own field names, in
-rupees, without margin, popularity, stock or market data."""
+Spanish, in rupees, without margin, popularity, stock or market data."""
 
 from __future__ import annotations
 
@@ -95,7 +95,7 @@ def test_the_policies_lint_clean_and_say_which_roles_the_catalog_lacks(
 
 def test_policy_check_names_the_catalog(config: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert run(config, "policy", "check", "--catalog", "fashion") == 0
-    assert "14 policies, 12 test cases" in capsys.readouterr().out
+    assert "14 policies, 15 test cases" in capsys.readouterr().out
 
 
 def test_its_policy_tests_pass_against_its_catalog(
@@ -106,30 +106,31 @@ def test_its_policy_tests_pass_against_its_catalog(
 
 def test_cli_search_returns_the_display_fields(loaded: Path, capsys: pytest.CaptureFixture[str]) -> None:
     capsys.readouterr()
-    assert run(loaded, "search", "--catalog", "fashion", "silk saree in maroon", "--now", NOW, "--json") == 0
+    intent = "sari de seda en granate"
+    assert run(loaded, "search", "--catalog", "fashion", intent, "--now", NOW, "--json") == 0
     hits = json.loads(capsys.readouterr().out)["hits"]
     assert hits
     for hit in hits:
-        assert hit["display"]["currency"] == "INR" and hit["display"]["colour"] == "red"
+        assert hit["display"]["currency"] == "INR" and hit["display"]["colour"] == "rojo"
         assert hit["display"]["url"] == f"https://shop.example.com/p/{hit['id']}"
         assert hit["price"] == hit["display"]["amount"] and hit["title"] == hit["display"]["name"]
-    assert run(loaded, "search", "--catalog", "fashion", "silk saree in maroon", "--now", NOW) == 0
+    assert run(loaded, "search", "--catalog", "fashion", intent, "--now", NOW) == 0
     assert "currency=INR" in capsys.readouterr().out
 
 
 def test_cheap_is_the_percentile_of_the_union_of_the_categories(
     loaded: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Rings, earrings and necklaces are all of Jewellery: the union's p30 is Jewellery's."""
+    """Anillos, Pendientes and Collares are all of Joyería: the union's p30 is Joyería's."""
     products = [json.loads(line) for line in (FIXTURE / "products.ndjson").read_text().splitlines()]
     stats = category_price_stats(products, profile_of(load_settings(loaded, environ={}, catalog="fashion")))
     capsys.readouterr()
-    assert run(loaded, "compile", "--catalog", "fashion", "cheap jewellery", "--now", NOW, "--json") == 0
+    assert run(loaded, "compile", "--catalog", "fashion", "joyas baratas", "--now", NOW, "--json") == 0
     out = json.loads(capsys.readouterr().out)
     ceiling = out["plan"]["price"]["max"]["value"]
-    assert ceiling == stats["Jewellery"].percentile(30)
-    each = min(stats[name].percentile(30) for name in ("Rings", "Earrings", "Necklaces"))
-    highest = max(stats[name].percentile(30) for name in ("Rings", "Earrings", "Necklaces"))
+    assert ceiling == stats["Joyería"].percentile(30)
+    each = min(stats[name].percentile(30) for name in ("Anillos", "Pendientes", "Collares"))
+    highest = max(stats[name].percentile(30) for name in ("Anillos", "Pendientes", "Collares"))
     assert each < ceiling < highest
     assert {"range": {"amount": {"lte": ceiling, "_name": "price:cheap"}}} in _walk(out["dsl"])
 
@@ -158,10 +159,10 @@ def test_no_margin_or_popularity_field_means_no_economics(service: SearchService
 
 def test_the_api_serves_the_named_catalog_and_refuses_another(service: SearchService) -> None:
     client = TestClient(create_app(service, clock=FIXED_CLOCK))
-    answer = client.post("/v1/search", json={"intent": "kurta for gents", "catalog": "fashion"})
+    answer = client.post("/v1/search", json={"intent": "kurta para caballero", "catalog": "fashion"})
     assert answer.status_code == 200, answer.text
     hits = answer.json()["hits"]
-    assert hits and all(h["display"]["audience"] in ("men", "unisex") for h in hits)
+    assert hits and all(h["display"]["audience"] in ("hombre", "unisex") for h in hits)
     assert all(set(h["display"]) <= set(service.profile.display) for h in hits)
     refused = client.post("/v1/search", json={"intent": "kurta", "catalog": "default"})
     assert refused.status_code == 400
@@ -174,22 +175,55 @@ def test_the_api_serves_the_named_catalog_and_refuses_another(service: SearchSer
 def test_an_amount_it_cannot_read_is_skipped_with_the_reason(service: SearchService) -> None:
     from control_plane.service import SearchRequest
 
-    compiled = service.compile(SearchRequest(intent="ring under 150,000"), FIXED_CLOCK())
+    compiled = service.compile(SearchRequest(intent="anillo por menos de 150,000"), FIXED_CLOCK())
     skipped = {s.policy_id: s.reason for s in compiled.composition.explanation.skipped}
     assert "not written in INR notation" in skipped["under-price"]
     assert compiled.composition.plan.price.max is None
 
 
-def test_the_policies_index_analyses_triggers_with_the_catalogs_own_analyzer(
-    service: SearchService, engine: Engine
-) -> None:
-    """The profile names the mapping's own ``fashion_text``: the live policies index gets a
-    copy of it, so a trigger and the catalog's text analyse alike."""
+def _tokens(engine: Engine, index: str, text: str, **how: str) -> list[str]:
+    answer = engine.request("POST", f"/{index}/_analyze", body={"text": text, **how})
+    return [t["token"] for t in answer["tokens"]]
+
+
+def test_the_policies_index_analyses_spanish_like_the_catalog(service: SearchService, engine: Engine) -> None:
+    """The profile declares ``languages: [es]``: the live policies index and the catalog's
+    text fields get the same generated chain, so a Spanish plural, capitalised or with its
+    accent, is the same token as its singular in a trigger and in the catalog text."""
     live, _ = service.snapshot()
-    settings = engine.request("GET", f"/{live.index}/_settings")[live.index]["settings"]["index"]
-    analyzers = settings["analysis"]["analyzer"]
-    assert analyzers["fashion_text"]["filter"] == ["lowercase", "asciifolding", "fashion_stemmer"]
-    tokens = engine.request(
-        "POST", f"/{live.index}/_analyze", body={"analyzer": "fashion_text", "text": "Rings"}
-    )["tokens"]
-    assert [t["token"] for t in tokens] == ["ring"]
+    index = engine.request("GET", f"/{live.index}/_settings")[live.index]["settings"]["index"]
+    assert set(index["analysis"]["analyzer"]) == {"govsearch_text"}
+    catalog = service.profile.alias
+    pairs = (("Anillos", "anillo"), ("Lámparas", "lampara"), ("COLLARES", "collar"), ("Doradas", "dorado"))
+    for plural, singular in pairs:
+        trigger = _tokens(engine, live.index, plural, analyzer="govsearch_text")
+        assert trigger == _tokens(engine, live.index, singular, analyzer="govsearch_text")
+        assert trigger == _tokens(engine, catalog, plural, field="name")
+        assert trigger == _tokens(engine, catalog, singular, field="description")
+    # the chain is Spanish, not a neutral or an English one: "de" is a Spanish stop word
+    # (marked, kept for triggers), and the standard analyzer keeps the plural
+    assert _tokens(engine, catalog, "De", field="name") == ["_de"]
+    assert _tokens(engine, catalog, "Anillos", field="name") != _tokens(
+        engine, catalog, "Anillos", analyzer="standard"
+    )
+
+
+def test_a_spanish_plural_with_capitals_finds_the_singular_products(service: SearchService) -> None:
+    """"anillo de plata", "Anillos de Plata" and "ANILLOS DE PLATA" find the same silver
+    rings (named "Anillo ... de plata"): the rings trigger matches each, and the catalog
+    text is stemmed alike."""
+    from control_plane.service import SearchRequest
+
+    products = [json.loads(line) for line in (FIXTURE / "products.ndjson").read_text().splitlines()]
+    silver_rings = {
+        p["sku"] for p in products
+        if p["published"] and str(p["name"]).startswith("Anillo ") and p["material"] == "plata"
+    }
+    found: dict[str, set[str]] = {}
+    for intent in ("anillo de plata", "Anillos de Plata", "ANILLOS DE PLATA"):
+        outcome = service.search(SearchRequest(intent=intent, size=50), FIXED_CLOCK())
+        applied = [step.policy_id for step in outcome.compiled.composition.explanation.applied]
+        assert "rings" in applied, intent
+        found[intent] = {hit.id for hit in outcome.execution.hits}
+    assert silver_rings and found["anillo de plata"] == found["Anillos de Plata"] == found["ANILLOS DE PLATA"]
+    assert silver_rings <= found["anillo de plata"]
