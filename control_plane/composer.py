@@ -439,17 +439,18 @@ def _covered(spans: Sequence[Span]) -> int:
 def _would_empty(
     intent: str, state: State, consumed: Sequence[tuple[Span, str]], spans: Sequence[Span]
 ) -> bool:
-    """Consuming ``spans`` empties the residual and nothing positive selects products."""
-    if not spans or not residual_text(intent, [s for s, _ in consumed], state.rewrites):
-        return False
-    if residual_text(intent, [*(s for s, _ in consumed), *spans], state.rewrites):
-        return False
+    """Consuming ``spans`` empties the residual and nothing positive selects products.
+    (The cheap test first: once the plan selects products, no residual is computed.)"""
     plan = state.plan
     positive = (
         plan.category is not None or plan.filters or plan.pins or plan.route == "browse"
         or plan.price.min is not None or plan.price.max is not None or state.prices
     )
-    return not positive
+    if positive or not spans:
+        return False
+    if not residual_text(intent, [s for s, _ in consumed], state.rewrites):
+        return False
+    return not residual_text(intent, [*(s for s, _ in consumed), *spans], state.rewrites)
 
 
 def _skip(
