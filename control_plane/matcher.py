@@ -56,7 +56,7 @@ import hashlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from control_plane.engine import Engine
 from control_plane.intent_text import normalise
@@ -305,33 +305,35 @@ class _Read:
     """(phrase as the policy writes it, its document id): own phrases and unless phrases"""
 
 
+E = TypeVar("E")
+
+
+def _indexed(
+    entries: Iterable[tuple[tuple[str, ...], E]], always: Callable[[E], bool]
+) -> tuple[tuple[E, ...], dict[str, tuple[E, ...]]]:
+    """The entries that apply to every intent, and every entry by each of its documents."""
+    every: list[E] = []
+    by_document: dict[str, list[E]] = {}
+    for documents, entry in entries:
+        if always(entry):
+            every.append(entry)
+        for document in documents:
+            by_document.setdefault(document, []).append(entry)
+    return tuple(every), {d: tuple(e) for d, e in by_document.items()}
+
+
 class Triggers:
     """Per version: which policies each trigger document serves (built once, at load).
     Plain phrase, any, exact and always triggers are grouped by their documents and
     expanded without reading the intent; the others are read one by one (:class:`_Read`)."""
 
     def __init__(self, groups: Iterable[_Group], read: Iterable[tuple[tuple[str, ...], _Read]] = ()) -> None:
-        self.always: tuple[_Group, ...] = ()
-        self.read_always: tuple[_Read, ...] = ()
-        self.read_by_document: dict[str, tuple[_Read, ...]] = {}
-        read_by_document: dict[str, list[_Read]] = {}
-        read_always: list[_Read] = []
-        for documents, entry in read:
-            if entry.policy.trigger.kind == "always":
-                read_always.append(entry)
-            for document in documents:
-                read_by_document.setdefault(document, []).append(entry)
-        self.read_always = tuple(read_always)
-        self.read_by_document = {d: tuple(e) for d, e in read_by_document.items()}
-        by_document: dict[str, list[_Group]] = {}
-        always: list[_Group] = []
-        for group in groups:
-            if group.kind == "always":
-                always.append(group)
-            for document in group.documents:
-                by_document.setdefault(document, []).append(group)
-        self.always = tuple(always)
-        self.by_document: dict[str, tuple[_Group, ...]] = {d: tuple(g) for d, g in by_document.items()}
+        self.always, self.by_document = _indexed(
+            ((g.documents, g) for g in groups), lambda g: g.kind == "always"
+        )
+        self.read_always, self.read_by_document = _indexed(
+            read, lambda entry: entry.policy.trigger.kind == "always"
+        )
 
     @classmethod
     def of(cls, policies: Iterable[Policy]) -> Triggers:

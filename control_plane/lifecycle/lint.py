@@ -226,8 +226,6 @@ def has_errors(findings: Iterable[Finding]) -> bool:
 # --- locations and order ---------------------------------------------------------------
 
 
-
-
 def _load_finding(error: PolicyError) -> Finding:
     location = f"{error.file}:{error.line}" if error.line else error.file
     return Finding(error.code, "error", None, location, error.message)
