@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextvars
 import json
-import threading
+import math
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -50,6 +50,7 @@ from control_plane.plan_cache import (
 )
 from control_plane.policy import Policy
 from control_plane.renderer import Tier, render
+from control_plane.watch import Refused, Watched
 
 PURCHASES_INDEX = "govsearch-user-purchases"
 CATALOG_AMBIGUOUS = "catalog_ambiguous"
@@ -163,51 +164,32 @@ class Catalog:
     def __init__(self, engine: Engine, profile: CatalogProfile, *, watch_interval_s: float = 0.0) -> None:
         self.engine = engine
         self.profile = profile
-        self.watch_interval_s = watch_interval_s
-        self._index: str | None = None
-        self._stats: dict[str, CategoryStats] | None = None
-        self._refusal: EngineError | None = None
-        self._checked_at: float | None = None
-        self._lock = threading.Lock()
+        self._watch: Watched[tuple[str, dict[str, CategoryStats]]] = Watched(
+            self._read,
+            interval_s=watch_interval_s,
+            unknown=lambda: EngineError(f"catalog alias {profile.alias}: its statistics could not be read"),
+        )
 
     def stats(self) -> dict[str, CategoryStats]:
-        if self._due() and self._lock.acquire(blocking=self._stats is None and self._refusal is None):
-            try:
-                if self._due():
-                    self._refresh()
-            finally:
-                self._lock.release()
-        refusal, stats = self._refusal, self._stats
-        if refusal is not None:
-            raise refusal
-        if stats is None:  # the first read failed for this request's waiters
-            raise EngineError(f"catalog alias {self.profile.alias}: its statistics could not be read")
-        return stats
+        return self._watch.get()[1]
 
-    def _due(self) -> bool:
-        checked = self._checked_at
-        return checked is None or time.monotonic() - checked >= self.watch_interval_s
-
-    def _refresh(self) -> None:
-        """Read the alias, and the statistics when it moved. Called with ``_lock`` held."""
-        started = time.monotonic()
+    def _read(
+        self, previous: tuple[str, dict[str, CategoryStats]] | None
+    ) -> tuple[str, dict[str, CategoryStats]]:
+        """The alias's index and its statistics (read again only when the alias moved)."""
         try:
             index = policy_store.single_target(self.engine, self.profile.alias, CATALOG_AMBIGUOUS)
         except policy_store.AmbiguousAlias as ambiguous:
-            self._refusal, self._checked_at = ambiguous, started
-            return
+            raise Refused(ambiguous) from ambiguous
         if index is None:
-            self._refusal = EngineError(
+            raise Refused(EngineError(
                 f"catalog alias {self.profile.alias} points to no index: load the catalog first"
-            )
-            self._checked_at = started
-            return
-        if index != self._index or self._stats is None:
-            mapping = self.engine.request("GET", f"/{index}/_mapping")
-            meta = mapping[index]["mappings"].get("_meta", {}).get("govsearch", {})
-            self._stats = stats_from_json(json.dumps(meta.get("price_stats", {})))
-            self._index = index
-        self._refusal, self._checked_at = None, started
+            ))
+        if previous is not None and previous[0] == index:
+            return previous
+        mapping = self.engine.request("GET", f"/{index}/_mapping")
+        meta = mapping[index]["mappings"].get("_meta", {}).get("govsearch", {})
+        return index, stats_from_json(json.dumps(meta.get("price_stats", {})))
 
 
 class SearchService:
@@ -231,15 +213,16 @@ class SearchService:
         """a concrete policies index to serve instead of ``env``'s alias (tests, diffs)"""
         self.catalog = Catalog(engine, profile, watch_interval_s=settings.search.alias_watch_interval_s)
         self.cache: PlanCache[Compiled] = PlanCache(settings.search.plan_cache_size)
-        self._served: Snapshot | None = None
-        """what requests are served from now (replaced whole, never changed in place)"""
-        self._refusal: EngineError | None = None
-        """why nothing may be served (no alias, an ambiguous alias), until the next check"""
-        self._checked_at: float | None = None
-        self._check = threading.Lock()
+        # a pinned index is read once: it never moves
+        self._watch: Watched[Snapshot] = Watched(
+            self._read,
+            interval_s=math.inf if index else settings.search.alias_watch_interval_s,
+            unknown=lambda: NoLivePolicySet(f"no policy set is published to '{env}'"),
+        )
+        """what requests are served from (replaced whole, never changed in place)"""
+        self._check = self._watch.lock
         """held by whoever re-reads the alias and loads a set; requests never wait on it while
         there is a set to serve"""
-        self.watch_interval_s = settings.search.alias_watch_interval_s
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="govsearch")
 
     def close(self) -> None:
@@ -250,39 +233,17 @@ class SearchService:
     def snapshot(self) -> Snapshot:
         """The policies index the environment's alias points to (as last watched), or the
         pinned index, with its set."""
-        # Block only when there is nothing to serve yet; otherwise, if someone else is
-        # checking or loading, go on with the current set.
-        if self._due() and self._check.acquire(blocking=self._served is None and self._refusal is None):
-            try:
-                if self._due():
-                    self._refresh()
-            finally:
-                self._check.release()
-        refusal, served = self._refusal, self._served
-        if refusal is not None:
-            raise refusal
-        if served is None:  # the first load failed for this request's waiters
-            raise NoLivePolicySet(f"no policy set is published to '{self.env}'")
-        return served
+        return self._watch.get()
 
     def alias_moved(self, env: str) -> None:
         """A move of ``env``'s alias was made through this process: re-read it now (the
         caller waits for the new set; requests go on with the previous one meanwhile)."""
         if env != self.env or self.index:
             return
-        with self._check:
-            self._refresh()
+        self._watch.reread()
 
-    def _due(self) -> bool:
-        if self.index:
-            return self._served is None
-        checked = self._checked_at
-        return checked is None or time.monotonic() - checked >= self.watch_interval_s
-
-    def _refresh(self) -> None:
-        """Read the alias (or the pinned index) and load its set if it changed. Called with
-        ``_check`` held."""
-        started = time.monotonic()
+    def _read(self, served: Snapshot | None) -> Snapshot:
+        """Read the alias (or the pinned index) and load its set if it changed."""
         if self.index:
             index: str | None = self.index
         else:
@@ -290,17 +251,13 @@ class SearchService:
             try:
                 index = policy_store.single_target(self.engine, alias)
             except policy_store.AmbiguousAlias as ambiguous:
-                self._refusal, self._checked_at = ambiguous, started
-                return
+                raise Refused(ambiguous) from ambiguous
         if index is None:
-            self._refusal = NoLivePolicySet(f"no policy set is published to '{self.env}'")
-            self._checked_at = started
-            return
-        served = self._served
-        if served is None or served[0].index != index:
-            live = policy_store.read_index(self.engine, index)
-            self._served = (live, live.policy_set.lookups().by_id)  # built by read_index
-        self._refusal, self._checked_at = None, started
+            raise Refused(NoLivePolicySet(f"no policy set is published to '{self.env}'"))
+        if served is not None and served[0].index == index:
+            return served
+        live = policy_store.read_index(self.engine, index)
+        return live, live.policy_set.lookups().by_id  # built by read_index
 
     # --- pipeline -----------------------------------------------------------------
 
