@@ -189,7 +189,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
     from control_plane.api import create_app
-    from control_plane.api.serving import log_config
+    from control_plane.api.serving import log_config, run_workers
 
     host, port = args.host or settings.api.host, args.port or settings.api.port
     workers = args.workers or os.cpu_count() or 1
@@ -203,8 +203,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     if args.config:  # the workers read their settings again, from the same file
         os.environ["GOVSEARCH_CONFIG"] = str(Path(args.config).resolve())
     os.environ["GOVSEARCH_CATALOG"] = settings.selected_catalog  # ... for the same catalog
-    uvicorn.run("control_plane.api.worker:build", factory=True, workers=workers, host=host, port=port,
-                **logging_options)
+    run_workers("control_plane.api.worker:build", workers=workers, host=host, port=port, **logging_options)
     return EXIT_OK
 
 
