@@ -1,5 +1,6 @@
 """Plan cache: compiled plans keyed by (policy-set version, normalised intent, cohorts,
-market, user). Dropped whole when the policy-set version changes. An entry holds only
+market): a plan is the same for every user, whose purchase boosts are applied when it is
+rendered (the service keeps each user's purchase rows in a cache of their own). Dropped whole when the policy-set version changes. An entry holds only
 between the active-window boundaries around the time it was compiled for: it expires at
 the next one, so a campaign that starts at midnight is never hidden by a plan cached the
 evening before, and a request for an earlier time (a fixed ``now`` in a test, a replay)

@@ -213,6 +213,9 @@ class SearchService:
         """a concrete policies index to serve instead of ``env``'s alias (tests, diffs)"""
         self.catalog = Catalog(engine, profile, watch_interval_s=settings.search.alias_watch_interval_s)
         self.cache: PlanCache[Compiled] = PlanCache(settings.search.plan_cache_size)
+        """compiled plans by (intent, cohorts, market): shared by every user"""
+        self.purchases: PlanCache[tuple[Mapping[str, Any], ...]] = PlanCache(settings.search.plan_cache_size)
+        """each user's purchase rows, kept as long as a plan would be (same window edges)"""
         # a pinned index is read once: it never moves
         self._watch: Watched[Snapshot] = Watched(
             self._read,
@@ -268,16 +271,18 @@ class SearchService:
         return self._compile(request, now, [])
 
     def _compile(self, request: SearchRequest, now: datetime, stages: list[StageTiming]) -> Compiled:
+        """The plan is the same for every user (nothing in it depends on who asks: the
+        purchase boosts are applied when rendering), so it is cached by intent, cohorts and
+        market; the user's purchase rows are cached apart, per user, for as long."""
         live, by_id = self.snapshot()
         normalised = normalise_intent(request.intent)
         intent = normalised.text
-        key = (intent.casefold(), request.cohorts, request.market, request.user_id)
         version = live.policy_set.version
-        cached = self.cache.get(version, key, now)
-        if cached is not None:  # the plan holds until the next window edge; purchase ages move on
-            boosts = personalization.purchase_boosts(cached.purchases, now)
-            return replace(cached, cached=True, personalization=boosts, normalisation=normalised)
-        purchases = (
+        key = (intent.casefold(), request.cohorts, request.market)
+        plan = self.cache.get(version, key, now)
+        user = request.user_id
+        rows = self.purchases.get(version, user, now) if user else ()
+        lookup = (
             self._pool.submit(  # with the request's context: its deadline bounds this call too
                 contextvars.copy_context().run,
                 _timed,
@@ -286,42 +291,49 @@ class SearchService:
                 personalization.lookup_purchases,
                 self.engine,
                 PURCHASES_INDEX,
-                request.user_id,
+                user,
             )
-            if request.user_id
+            if user and rows is None
             else None
         )
-        matches = _timed(
-            stages,
-            "percolate",
-            matcher.match,
-            self.engine,
-            live.index,
-            intent,
-            by_id,
-            cohorts=request.cohorts,
-            now=now,
-        )
-        context = self._context(request)
-        composition = _timed(stages, "compose", compose, live.policy_set, intent, matches, context)
-        rows = tuple(purchases.result()) if purchases else ()
-        compiled = Compiled(
-            policy_set_version=version,
-            policies_index=live.index,
-            intent=intent,
-            composition=composition,
+        edges = (next_boundary(live.policy_set, now), previous_boundary(live.policy_set, now))
+        if plan is None:
+            matches = _timed(
+                stages,
+                "percolate",
+                matcher.match,
+                self.engine,
+                live.index,
+                intent,
+                by_id,
+                cohorts=request.cohorts,
+                now=now,
+            )
+            context = self._context(request)
+            composition = _timed(stages, "compose", compose, live.policy_set, intent, matches, context)
+            plan = Compiled(
+                policy_set_version=version,
+                policies_index=live.index,
+                intent=intent,
+                composition=composition,
+                personalization=(),
+            )
+            self.cache.put(version, key, plan, *edges)
+            hit = False
+        else:
+            hit = True
+        if lookup is not None:
+            rows = tuple(lookup.result())
+            self.purchases.put(version, user, rows, *edges)
+        rows = rows or ()
+        # the plan holds until the next window edge; purchase ages move on
+        return replace(
+            plan,
+            cached=hit,
             personalization=personalization.purchase_boosts(rows, now),
             purchases=rows,
             normalisation=normalised,
         )
-        self.cache.put(
-            version,
-            key,
-            compiled,
-            next_boundary(live.policy_set, now),
-            previous_boundary(live.policy_set, now),
-        )
-        return compiled
 
     def _context(self, request: SearchRequest) -> ComposeContext:
         return ComposeContext(

@@ -19,7 +19,7 @@ from control_plane.config import Settings
 from control_plane.engine import Engine, EnginePartialResults
 from control_plane.executor import Execution, execute, tier_batches, tiers_for
 from control_plane.lifecycle.regression import load_queries
-from control_plane.service import Catalog, SearchRequest, SearchService
+from control_plane.service import PURCHASES_INDEX, Catalog, SearchRequest, SearchService
 from tests.clocks import FIXED_NOW
 from tests.e2e.conftest import ready, settings  # noqa: F401
 
@@ -203,6 +203,37 @@ def test_warm_search_round_trips(
         assert len(christmas.execution.runs) == 3 and christmas.engine_requests == len(recording.sent) == 1
     finally:
         service.close()
+
+
+def test_a_plan_is_shared_by_every_user_and_each_users_purchases_are_their_own(
+    recording: Recording, engine: Engine, settings: Settings, ready: Ready  # noqa: F811
+) -> None:
+    service = _service(recording, settings, ready)
+    uncached = _service(engine, settings, ready, plan_cache_size=0)
+    intent = "chocolate"
+    try:
+        anonymous = service.search(SearchRequest(intent=intent), FIXED_NOW)
+        assert not anonymous.compiled.cached
+        for user in ("alice", "a-new-user"):
+            recording.sent.clear()
+            first = service.search(SearchRequest(intent=intent, user_id=user), FIXED_NOW)
+            assert first.compiled.cached  # the plan compiled for the anonymous request
+            paths = [path for _, path, _ in recording.sent]
+            assert paths == [f"/{PURCHASES_INDEX}/_search", "/_msearch"], user  # no percolation
+            fresh = uncached.search(SearchRequest(intent=intent, user_id=user), FIXED_NOW)
+            assert first.execution.dsl == fresh.execution.dsl, user
+            assert first.compiled.personalization == fresh.compiled.personalization
+            recording.sent.clear()
+            again = service.search(SearchRequest(intent=intent, user_id=user), FIXED_NOW)
+            assert [path for _, path, _ in recording.sent] == ["/_msearch"]  # purchases kept
+            assert again.execution.dsl == first.execution.dsl
+        alice = service.search(SearchRequest(intent=intent, user_id="alice"), FIXED_NOW)
+        new = service.search(SearchRequest(intent=intent, user_id="a-new-user"), FIXED_NOW)
+        assert alice.compiled.personalization and alice.execution.dsl != anonymous.execution.dsl
+        assert not new.compiled.personalization and new.execution.dsl is anonymous.execution.dsl
+    finally:
+        service.close()
+        uncached.close()
 
 
 @pytest.fixture()
