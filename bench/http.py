@@ -4,11 +4,13 @@
 catalog and policies, starts ``govsearch serve --workers N`` on a free port (its audit log
 in a temporary directory), and measures, interleaved in one run:
 
-- single client: ``POST /v1/search`` (plan cache warm: the intents repeat), and cold (the
-  same intents, each request under a new ``user_id`` without purchases: a plan-cache miss
-  with its purchases lookup, the same final DSL) against ``POST /<catalog alias>/_search``
-  with the final DSL the service serves for that intent at the same instant, one httpx
-  client each, the order alternating every round;
+- single client: ``POST /v1/search`` (plan cache warm: the intents repeat); a new user
+  (the same intents, each request under a new ``user_id`` without purchases: the plan is
+  shared by every user, so this is the purchases lookup and the cached plan's tiers, the
+  same final DSL); cold (a second server with ``search.plan_cache_size: 0``: every request
+  percolates, composes, renders and runs its tiers as the first one did) against
+  ``POST /<catalog alias>/_search`` with the final DSL the service serves for that intent at
+  the same instant, one httpx client each, the order alternating every round;
 - throughput at concurrency 1, 4 and 16: as many threads, each with its own connection,
   sending requests for ``S`` seconds, governed then raw, alternating.
 
@@ -52,9 +54,12 @@ CONCURRENCY = (1, 4, 16)
 
 
 def _serve(
-    url: str, workers: int, directory: Path, batching: str
+    url: str, workers: int, directory: Path, batching: str, plan_cache: int | None = None
 ) -> tuple[subprocess.Popen[bytes], str]:
-    return environment.serve(url, workers, directory, {"GOVSEARCH_TIER_BATCHING": batching})
+    extra = {"GOVSEARCH_TIER_BATCHING": batching}
+    if plan_cache is not None:
+        extra["GOVSEARCH_PLAN_CACHE_SIZE"] = str(plan_cache)
+    return environment.serve(url, workers, directory, extra)
 
 
 def _single_client(
@@ -78,25 +83,29 @@ def _single_client(
             client.close()
     latency = {variant: summary(values) for variant, values in samples.items()}
     raw = latency["raw"]
-    return {"latency": latency,
-            "ratio_p50": round(latency["governed"]["p50_ms"] / raw["p50_ms"], 2),
-            "ratio_p95": round(latency["governed"]["p95_ms"] / raw["p95_ms"], 2),
-            "cold_ratio_p50": round(latency["governed_cold"]["p50_ms"] / raw["p50_ms"], 2),
-            "cold_ratio_p95": round(latency["governed_cold"]["p95_ms"] / raw["p95_ms"], 2)}
+    ratios = {"": "governed", "cold_": "governed_cold", "new_user_": "governed_new_user"}
+    return {"latency": latency} | {
+        f"{prefix}ratio_{p}": round(latency[variant][f"{p}_ms"] / raw[f"{p}_ms"], 2)
+        for prefix, variant in ratios.items() if variant in latency for p in ("p50", "p95", "p99")
+    }
 
 
 def _round_trips(service: SearchService, intents: list[str], now: Any) -> dict[str, Any]:
-    """Engine requests per search, in process: each intent cold (a new user: a plan-cache
-    miss), then warm (the same request again), and how many tiers it ran."""
-    cold, warm, tiers = [], [], []
+    """Engine requests per search, in process: each intent cold (a plan-cache miss), warm
+    (the same request again) and for a new user (the plan cached, the purchases not), and
+    how many tiers it ran."""
+    cold, warm, new_user, tiers = [], [], [], []
     for number, intent in enumerate(intents):
         request = SearchRequest(intent=intent, user_id=f"trips-{number}")
         first = service.search(request, now)
         cold.append(first.engine_requests)
         warm.append(service.search(request, now).engine_requests)
+        other = request.model_copy(update={"user_id": f"trips-other-{number}"})
+        new_user.append(service.search(other, now).engine_requests)
         tiers.append(len(first.execution.runs))
     return {"cold_mean": round(sum(cold) / len(cold), 2), "warm_mean": round(sum(warm) / len(warm), 2),
-            "cold": cold, "warm": warm, "tiers_run": tiers}
+            "new_user_mean": round(sum(new_user) / len(new_user), 2),
+            "cold": cold, "warm": warm, "new_user": new_user, "tiers_run": tiers}
 
 
 def _throughput(
@@ -131,25 +140,27 @@ def run(
     service = SearchService(settings, engine, profile_of(settings))
     alias = service.profile.alias
     intents = list(INTENTS)
+    trips = _round_trips(service, intents, now)  # first: the plans are not cached yet
     dsl = {i: dict(service.search(SearchRequest(intent=i), now).execution.dsl) for i in intents}
-    trips = _round_trips(service, intents, now)
     service.close()
     users = itertools.count()
 
     def governed(client: httpx.Client, intent: str) -> None:
         client.post("/v1/search", json={"intent": intent}).raise_for_status()
 
-    def governed_cold(client: httpx.Client, intent: str) -> None:
-        body = {"intent": intent, "user_id": f"cold-{next(users)}"}
+    def governed_new_user(client: httpx.Client, intent: str) -> None:
+        body = {"intent": intent, "user_id": f"new-{next(users)}"}
         client.post("/v1/search", json=body).raise_for_status()
 
     def raw(client: httpx.Client, intent: str) -> None:
         client.post(f"/{alias}/_search", json=dsl[intent]).raise_for_status()
 
-    call = {"governed": governed, "governed_cold": governed_cold, "raw": raw}
+    call = {"governed": governed, "governed_new_user": governed_new_user, "governed_cold": governed,
+            "raw": raw}
     with tempfile.TemporaryDirectory(prefix="govsearch-bench-http-") as directory:
-        process, served = _serve(url, workers, Path(directory), batching)
-        bases = {"governed": served, "governed_cold": served, "raw": url}
+        process, served = _serve(url, workers, Path(directory) / "warm", batching)
+        uncached, cold = _serve(url, workers, Path(directory) / "cold", batching, plan_cache=0)
+        bases = {"governed": served, "governed_new_user": served, "governed_cold": cold, "raw": url}
         try:
             single = _single_client(call, bases, intents, 3, rounds)
             throughput: dict[str, Any] = {}
@@ -161,8 +172,10 @@ def run(
                 figures["ratio"] = round(figures["governed"] / figures["raw"], 2)
                 throughput[str(threads)] = figures
         finally:
-            process.send_signal(signal.SIGTERM)
-            process.wait(timeout=60)
+            for server in (process, uncached):
+                server.send_signal(signal.SIGTERM)
+            for server in (process, uncached):
+                server.wait(timeout=60)
     return {"http": {"workers": workers, "tier_batching": batching, "intents": intents, "rounds": rounds,
                      "seconds": seconds, "single_client_warm": single, "throughput_req_s": throughput,
                      "engine_round_trips": trips}}
@@ -179,13 +192,15 @@ def report(result: dict[str, Any]) -> str:
         "| single client | p50 ms | p95 ms | p99 ms |",
         "| --- | --- | --- | --- |",
     ]
-    for variant in ("governed", "governed_cold", "raw"):
+    for variant in ("governed", "governed_new_user", "governed_cold", "raw"):
         lat = single["latency"][variant]
         lines.append(f"| {variant} | {lat['p50_ms']} | {lat['p95_ms']} | {lat['p99_ms']} |")
     trips = http["engine_round_trips"]
     lines += [f"| warm / raw | {single['ratio_p50']}x | {single['ratio_p95']}x | |",
+              f"| new user / raw | {single['new_user_ratio_p50']}x | {single['new_user_ratio_p95']}x | |",
               f"| cold / raw | {single['cold_ratio_p50']}x | {single['cold_ratio_p95']}x | |", "",
-              f"Engine round trips per search: {trips['warm_mean']} warm, {trips['cold_mean']} cold.", "",
+              f"Engine round trips per search: {trips['warm_mean']} warm, {trips['new_user_mean']} new user,"
+              f" {trips['cold_mean']} cold.", "",
               "| concurrency | governed req/s | raw req/s | ratio |", "| --- | --- | --- | --- |"]
     for threads, figures in http["throughput_req_s"].items():
         lines.append(f"| {threads} | {figures['governed']} | {figures['raw']} | {figures['ratio']} |")

@@ -222,6 +222,7 @@ ENV_OVERRIDES: dict[str, tuple[str, str]] = {
     "GOVSEARCH_POLICIES_INDEX_PREFIX": ("policies", "index_prefix"),
     "GOVSEARCH_MIN_HITS": ("search", "min_hits"),
     "GOVSEARCH_TIER_BATCHING": ("search", "tier_batching"),
+    "GOVSEARCH_PLAN_CACHE_SIZE": ("search", "plan_cache_size"),
     "GOVSEARCH_REQUEST_DEADLINE": ("api", "request_deadline_s"),
     "GOVSEARCH_API_THREADS": ("api", "threads"),
     "GOVSEARCH_API_ACCESS_LOG": ("api", "access_log"),
