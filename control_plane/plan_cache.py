@@ -1,10 +1,11 @@
 """Plan cache: compiled plans keyed by (policy-set version, normalised intent, cohorts,
 market): a plan is the same for every user, whose purchase boosts are applied when it is
-rendered (the service keeps each user's purchase rows in a cache of their own). Dropped whole when the policy-set version changes. An entry holds only
-between the active-window boundaries around the time it was compiled for: it expires at
-the next one, so a campaign that starts at midnight is never hidden by a plan cached the
-evening before, and a request for an earlier time (a fixed ``now`` in a test, a replay)
-never gets a plan compiled for a later window.
+rendered (the service keeps each user's purchase rows in a cache of their own). Dropped
+whole when the policy-set version changes. An entry holds only between the active-window
+boundaries around the time it was compiled for: it expires at the next one, so a campaign
+that starts at midnight is never hidden by a plan cached the evening before, and a request
+for an earlier time (a fixed ``now`` in a test, a replay) never gets a plan compiled for a
+later window.
 
 A cached plan carries its :class:`Renderings`: the request body of each tier it was
 rendered to, already serialised (keyed by tier, page, size and the personalization boosts

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from control_plane.api import document, errors, readiness
@@ -111,7 +111,7 @@ def create_app(service: SearchService, *, clock: Clock) -> FastAPI:
     app.add_middleware(BodyLimit, limit=service.settings.api.max_body_bytes)
 
     @app.post("/v1/search", response_model=SearchResponse, tags=["search"], dependencies=search_key)
-    async def search(body: SearchBody, request: Request) -> SearchResponse:
+    async def search(body: SearchBody, request: Request) -> Response:
         served_catalog(service, body)
         if body.now is not None:
             await require_preview(request)
@@ -119,7 +119,10 @@ def create_app(service: SearchService, *, clock: Clock) -> FastAPI:
             await require_internals(request, "explain")
         # service.search at body.now or the clock, with its decision record
         outcome = await recorded_search(request, body, body.now)
-        return search_response(errors.request_id(request), body, outcome, service.profile)
+        answer = search_response(errors.request_id(request), body, outcome, service.profile)
+        # serialised by pydantic in one pass (FastAPI would validate the model again, dump it
+        # to Python data and encode that with the json module); the schema stays SearchResponse
+        return Response(answer.model_dump_json(), media_type="application/json")
 
     @app.post("/v1/compile", response_model=CompileResponse, tags=["search"], dependencies=search_key)
     async def compile_(body: SearchBody, request: Request) -> CompileResponse:
