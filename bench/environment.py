@@ -84,6 +84,34 @@ def engine_memory(engine: Engine) -> dict[str, Any]:
     return {"rss_mib": round(rss_kb / 1024), "heap_used_mib": round(heap / 2**20)}
 
 
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) used so far by process ``pid`` and its live descendants
+    (a ``govsearch serve`` supervisor and its workers), from ``/proc``."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total, pending = 0.0, [pid]
+    while pending:
+        current = pending.pop()
+        try:
+            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+            for task in Path(f"/proc/{current}/task").iterdir():
+                pending.extend(int(c) for c in (task / "children").read_text().split())
+        except (OSError, IndexError, ValueError):
+            continue  # ended meanwhile
+    return total
+
+
+def engine_cpu_s(engine: Engine) -> float:
+    """CPU seconds the engine has used: from ``/proc`` when its process runs on this machine
+    (to the clock tick), else from ``_nodes/stats/process`` (refreshed about once a second)."""
+    nodes = engine.request("GET", "/_nodes/process")["nodes"].values()
+    pids = [node.get("process", {}).get("id") for node in nodes]
+    if pids and all(pid and Path(f"/proc/{pid}").exists() for pid in pids):
+        return sum(tree_cpu_s(int(pid)) for pid in pids)
+    stats = engine.request("GET", "/_nodes/stats/process")
+    return float(sum(node["process"]["cpu"]["total_in_millis"] for node in stats["nodes"].values())) / 1000
+
+
 def _free(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         try:

@@ -111,6 +111,15 @@ def _round_trips(service: SearchService, intents: list[str], now: Any) -> dict[s
 def _throughput(
     send: Callable[[httpx.Client, str], None], base: str, intents: list[str], threads: int, seconds: float
 ) -> float:
+    return _metered(send, base, intents, threads, seconds, {})["req_s"]
+
+
+def _metered(
+    send: Callable[[httpx.Client, str], None], base: str, intents: list[str], threads: int, seconds: float,
+    cpu: Mapping[str, Callable[[], float]],
+) -> dict[str, float]:
+    """Requests per second over ``seconds`` with ``threads`` clients, and the CPU each
+    process in ``cpu`` (name -> CPU seconds so far) used per request meanwhile, in ms."""
     done = [0] * threads
     stop = time.monotonic() + seconds
 
@@ -121,11 +130,17 @@ def _throughput(
                 done[number] += 1
 
     pool = [threading.Thread(target=worker, args=(n,)) for n in range(threads)]
+    before = {name: read() for name, read in cpu.items()}
+    started = time.monotonic()
     for thread in pool:
         thread.start()
     for thread in pool:
         thread.join()
-    return round(sum(done) / seconds, 1)
+    elapsed = time.monotonic() - started
+    requests = max(sum(done), 1)
+    return {"req_s": round(sum(done) / elapsed, 1)} | {
+        f"{name}_cpu_ms": round((read() - before[name]) * 1000 / requests, 3) for name, read in cpu.items()
+    }
 
 
 def run(
@@ -164,11 +179,15 @@ def run(
         try:
             single = _single_client(call, bases, intents, 3, rounds)
             throughput: dict[str, Any] = {}
+            cpu = {"engine": lambda: environment.engine_cpu_s(engine)}
             for threads in CONCURRENCY:
-                figures: dict[str, Any] = {
-                    variant: _throughput(call[variant], bases[variant], intents, threads, seconds)
-                    for variant in ("governed", "raw")
-                }
+                figures: dict[str, Any] = {}
+                for variant in ("governed", "raw"):
+                    meters = cpu | ({"service": lambda: environment.tree_cpu_s(process.pid)}
+                                    if variant == "governed" else {})
+                    measured = _metered(call[variant], bases[variant], intents, threads, seconds, meters)
+                    figures[variant] = measured.pop("req_s")
+                    figures.update({f"{variant}_{name}": value for name, value in measured.items()})
                 figures["ratio"] = round(figures["governed"] / figures["raw"], 2)
                 throughput[str(threads)] = figures
         finally:
@@ -201,9 +220,13 @@ def report(result: dict[str, Any]) -> str:
               f"| cold / raw | {single['cold_ratio_p50']}x | {single['cold_ratio_p95']}x | |", "",
               f"Engine round trips per search: {trips['warm_mean']} warm, {trips['new_user_mean']} new user,"
               f" {trips['cold_mean']} cold.", "",
-              "| concurrency | governed req/s | raw req/s | ratio |", "| --- | --- | --- | --- |"]
+              "| concurrency | governed req/s | raw req/s | ratio | CPU ms per governed request:"
+              " service, engine | engine CPU ms per raw request |",
+              "| --- | --- | --- | --- | --- | --- |"]
     for threads, figures in http["throughput_req_s"].items():
-        lines.append(f"| {threads} | {figures['governed']} | {figures['raw']} | {figures['ratio']} |")
+        lines.append(f"| {threads} | {figures['governed']} | {figures['raw']} | {figures['ratio']} |"
+                     f" {figures.get('governed_service_cpu_ms')}, {figures.get('governed_engine_cpu_ms')} |"
+                     f" {figures.get('raw_engine_cpu_ms')} |")
     return "\n".join(lines)
 
 

@@ -18,12 +18,22 @@ batch is sent only while no tier reached ``min_hits``. Batching changes the numb
 round trips, never the answer. An engine failure, an item that failed and an item that
 lacks a shard (partial results) all raise :class:`~control_plane.engine.EngineError`: the
 caller fails closed.
+
+Replay: a plan whose last run fell back (several tiers run) remembers every tier's total and
+the tier served, with the catalog generation they were seen at (:class:`Replay`). While the
+catalog generation is the same (no write and no refresh since: the counters of
+:class:`~control_plane.service.Catalog`), a repeated request sends only the tier that will be
+served (:func:`replayed`), the exact request body the full run served, and reports the other
+tiers' totals as replayed (``TierRun.replayed``). If that tier's total is not what it was,
+the replay is dropped and the tiers run again from the first. The choice is the same as the
+tiers run one after another would make at that generation; the engine is spared the queries
+whose only use was to find out they had too few hits.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -57,6 +67,8 @@ class TierRun:
     """the round trip the tier was sent in (shared by the tiers of one batch)"""
     start_ns: int = 0
     """``perf_counter_ns`` when that round trip started"""
+    replayed: bool = False
+    """not sent: the total the last full run saw at the same catalog generation (:class:`Replay`)"""
 
 
 @dataclass(frozen=True)
@@ -72,6 +84,51 @@ class Execution:
     reason: str | None = None
     round_trips: int = 0
     """engine requests the tiers took (batches sent)"""
+
+
+@dataclass(frozen=True)
+class Replay:
+    """What a plan's last full run that fell back saw at one catalog generation."""
+
+    key: Hashable
+    """the catalog generation and the request's purchase boosts it was seen with"""
+    totals: tuple[tuple[Tier, int], ...]
+    """every tier run, in order, and its total"""
+    served: Tier
+
+
+def replay_of(execution: Execution, key: Hashable) -> Replay | None:
+    """The replay of a run that fell back and served a tier (None otherwise: one tier ran,
+    or nothing was found)."""
+    if len(execution.runs) < 2 or execution.tier is None or any(run.replayed for run in execution.runs):
+        return None
+    return Replay(key, tuple((run.tier, run.total) for run in execution.runs), execution.tier)
+
+
+def replayed(engine: Engine, index: str, render: Render, replay: Replay) -> Execution | None:
+    """Send only the tier ``replay`` served; None when its total is not what it was (the
+    caller then runs the tiers again)."""
+    rendered = render(replay.served)
+    started = time.perf_counter_ns()
+    response = engine.msearch([(index, rendered.text)])[0]
+    took = round((time.perf_counter_ns() - started) / 1e6, 3)
+    total = int(response["hits"]["total"]["value"])
+    if total != dict(replay.totals)[replay.served]:
+        return None
+    return Execution(
+        status="ok",
+        tier=replay.served,
+        total=total,
+        hits=tuple(_hit(raw) for raw in response["hits"]["hits"]),
+        facets=facets_from(response.get("aggregations") or {}),
+        dsl=rendered.body,
+        runs=tuple(
+            TierRun(tier, count, took, started) if tier == replay.served
+            else TierRun(tier, count, 0.0, 0, replayed=True)
+            for tier, count in replay.totals
+        ),
+        round_trips=1,
+    )
 
 
 def tiers_for(plan: Plan) -> tuple[Tier, ...]:

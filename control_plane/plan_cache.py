@@ -21,10 +21,13 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from control_plane.policy import PolicySet
 from control_plane.policy_index import index_of
+
+if TYPE_CHECKING:
+    from control_plane.executor import Replay
 
 T = TypeVar("T")
 V = TypeVar("V")
@@ -59,6 +62,8 @@ class Renderings:
         self.stop_tier: str | None = None
         """the last tier the fallback ran for this plan (where the last request stopped):
         the next request sends every tier up to it in one round trip"""
+        self.replay: Replay | None = None
+        """what the last full run that fell back saw (:func:`control_plane.executor.replayed`)"""
 
     def body(self, key: Hashable, render: Callable[[], Mapping[str, Any]]) -> RenderedTier:
         """The rendered body for ``key``, rendering it (``render()``) only the first time."""

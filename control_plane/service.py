@@ -38,7 +38,7 @@ from control_plane.catalog.stats import CategoryStats, stats_from_json
 from control_plane.composer import ComposeContext, compose
 from control_plane.config import Settings
 from control_plane.engine import Engine, EngineError, counted_requests
-from control_plane.executor import Execution, execute, tier_batches, tiers_for
+from control_plane.executor import Execution, execute, replay_of, replayed, tier_batches, tiers_for
 from control_plane.intent_text import NormalisedIntent, normalise, normalise_intent
 from control_plane.plan import Composition
 from control_plane.plan_cache import (
@@ -152,31 +152,35 @@ class Outcome:
 
 
 class Catalog:
-    """The live catalog: its alias, and the price statistics stored with its index (503
-    ``catalog_ambiguous`` when the alias points to several indices).
+    """The live catalog: its alias, the price statistics stored with its index (503
+    ``catalog_ambiguous`` when the alias points to several indices), and its *generation*:
+    the index with its write and refresh counters, which change whenever what a search can
+    find in it may have changed (a replayed fallback holds only within one generation).
 
     The alias is watched like the policies alias: re-read at most every
     ``watch_interval_s`` (``time.monotonic``) by the first request that finds the check
-    due, the statistics read once per index; meanwhile every request uses what was last
-    read, with no engine round trip. Only the first read (nothing known yet) makes
-    requests wait."""
+    due, with the counters; the statistics read once per index; meanwhile every request uses
+    what was last read, with no engine round trip. Only the first read (nothing known yet)
+    makes requests wait."""
 
     def __init__(self, engine: Engine, profile: CatalogProfile, *, watch_interval_s: float = 0.0) -> None:
         self.engine = engine
         self.profile = profile
-        self._watch: Watched[tuple[str, dict[str, CategoryStats]]] = Watched(
+        self._watch: Watched[CatalogState] = Watched(
             self._read,
             interval_s=watch_interval_s,
             unknown=lambda: EngineError(f"catalog alias {profile.alias}: its statistics could not be read"),
         )
 
     def stats(self) -> dict[str, CategoryStats]:
-        return self._watch.get()[1]
+        return self._watch.get().stats
 
-    def _read(
-        self, previous: tuple[str, dict[str, CategoryStats]] | None
-    ) -> tuple[str, dict[str, CategoryStats]]:
-        """The alias's index and its statistics (read again only when the alias moved)."""
+    def generation(self) -> tuple[Any, ...]:
+        return self._watch.get().generation
+
+    def _read(self, previous: CatalogState | None) -> CatalogState:
+        """The alias's index, its counters, and its statistics (read again only when the
+        alias moved)."""
         try:
             index = policy_store.single_target(self.engine, self.profile.alias, CATALOG_AMBIGUOUS)
         except policy_store.AmbiguousAlias as ambiguous:
@@ -185,11 +189,34 @@ class Catalog:
             raise Refused(EngineError(
                 f"catalog alias {self.profile.alias} points to no index: load the catalog first"
             ))
-        if previous is not None and previous[0] == index:
-            return previous
+        generation = (index, *_write_counters(self.engine, index))
+        if previous is not None and previous.index == index:
+            return previous if previous.generation == generation else replace(previous, generation=generation)
         mapping = self.engine.request("GET", f"/{index}/_mapping")
         meta = mapping[index]["mappings"].get("_meta", {}).get("govsearch", {})
-        return index, stats_from_json(json.dumps(meta.get("price_stats", {})))
+        return CatalogState(index, stats_from_json(json.dumps(meta.get("price_stats", {}))), generation)
+
+
+@dataclass(frozen=True)
+class CatalogState:
+    index: str
+    stats: dict[str, CategoryStats]
+    generation: tuple[Any, ...]
+
+
+def _write_counters(engine: Engine, index: str) -> tuple[int, ...]:
+    """Operations written to ``index`` and refreshes of it, over every shard copy: equal
+    counters, nothing a search can see has changed (any change is a write, made visible by
+    a refresh; a counter that moves for another reason only costs a replay)."""
+    total = engine.request("GET", f"/{index}/_stats/indexing,refresh")["_all"]["total"]
+    indexing, refresh = total.get("indexing", {}), total.get("refresh", {})
+    return tuple(
+        int(part.get(name, 0))
+        for part, name in (
+            (indexing, "index_total"), (indexing, "delete_total"), (refresh, "total"),
+            (refresh, "external_total"),
+        )
+    )
 
 
 class SearchService:
@@ -389,16 +416,25 @@ class SearchService:
 
             plan = compiled.composition.plan
             renderings = compiled.renderings
-            execution = execute(
-                self.engine,
-                self.profile.alias,
-                plan,
-                render_tier,
-                min_hits=self.settings.search.min_hits,
-                batches=tier_batches(
-                    tiers_for(plan), self.settings.search.tier_batching, renderings.stop_tier
-                ),
+            key = (self.catalog.generation(), compiled.personalization)
+            memo = renderings.replay
+            execution = (
+                replayed(self.engine, self.profile.alias, render_tier, memo)
+                if memo is not None and memo.key == key
+                else None
             )
+            if execution is None:
+                execution = execute(
+                    self.engine,
+                    self.profile.alias,
+                    plan,
+                    render_tier,
+                    min_hits=self.settings.search.min_hits,
+                    batches=tier_batches(
+                        tiers_for(plan), self.settings.search.tier_batching, renderings.stop_tier
+                    ),
+                )
+                renderings.replay = replay_of(execution, key)
             renderings.stop_tier = execution.runs[-1].tier
             done = time.perf_counter()
         stages.extend(_tier_timings(execution))
@@ -432,4 +468,5 @@ def _tier_timings(execution: Execution) -> list[StageTiming]:
     return [
         StageTiming(f"tier.{run.tier}", run.start_ns, run.start_ns + int(run.took_ms * 1e6))
         for run in execution.runs
+        if not run.replayed
     ]

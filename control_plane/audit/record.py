@@ -101,6 +101,8 @@ class TierRunOut(Model):
     tier: str
     total: int
     took_ms: float
+    replayed: bool = False
+    """not sent this time: the total seen at the same catalog generation (a replayed fallback)"""
 
 
 class ErrorOut(Model):

@@ -129,7 +129,10 @@ def _outcome_fields(outcome: Outcome, raw: bool) -> dict[str, Any]:
         "dsl_sha256": sha256_json(execution.dsl),
         "status": execution.status,
         "tier": execution.tier,
-        "tiers": [TierRunOut(tier=r.tier, total=r.total, took_ms=r.took_ms) for r in execution.runs],
+        "tiers": [
+            TierRunOut(tier=r.tier, total=r.total, took_ms=r.took_ms, replayed=r.replayed)
+            for r in execution.runs
+        ],
         "hits": execution.total,
         "hit_ids": [hit.id for hit in execution.hits],
         "latency_ms": dict(outcome.latency_ms),

@@ -6,6 +6,7 @@ engine."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
@@ -16,7 +17,7 @@ import pytest
 
 from control_plane.bootstrap import Ready, profile_of
 from control_plane.config import Settings
-from control_plane.engine import Engine, EnginePartialResults
+from control_plane.engine import Engine, EngineError, EnginePartialResults
 from control_plane.executor import Execution, execute, tier_batches, tiers_for
 from control_plane.lifecycle.regression import load_queries
 from control_plane.service import PURCHASES_INDEX, Catalog, SearchRequest, SearchService
@@ -236,6 +237,63 @@ def test_a_plan_is_shared_by_every_user_and_each_users_purchases_are_their_own(
         uncached.close()
 
 
+def _runs(execution: Execution) -> list[tuple[str, int, bool]]:
+    return [(run.tier, run.total, run.replayed) for run in execution.runs]
+
+
+def _items(sent: list[tuple[str, str, Any]]) -> list[int]:
+    """How many searches each ``_msearch`` sent carried."""
+    return [len(body.splitlines()) // 2 for body in _msearch_bodies(sent)]
+
+
+def test_a_fallback_is_replayed_only_within_one_catalog_generation(
+    recording: Recording, engine: Engine, settings: Settings, ready: Ready  # noqa: F811
+) -> None:
+    """A plan that fell back sends only the tier it served while nothing was written to the
+    catalog; a product written (and refreshed) makes the tiers run again, whether the
+    watch has seen the new counters (the generation moved) or not yet (the served tier's
+    total differs: the replay is dropped)."""
+    watching = _service(recording, settings, ready, alias_watch_interval_s=0.0)
+    stale = _service(recording, settings, ready)  # watch interval 3600 s: the generation never moves
+    uncached = _service(engine, settings, ready, plan_cache_size=0)
+    request = SearchRequest(intent="cheap chocolate")
+    index = ready.catalog.index
+    added = "govsearch-test-replay-copy"
+    try:
+        first = watching.search(request, CHRISTMAS)
+        stale.search(request, CHRISTMAS)
+        assert _runs(first.execution) == [("strict", 2, False), ("relaxed", 2, False), ("broad", 2, False)]
+        recording.sent.clear()
+        again = watching.search(request, CHRISTMAS)
+        assert _items(recording.sent) == [1]  # the strict body only
+        assert _runs(again.execution) == [("strict", 2, False), ("relaxed", 2, True), ("broad", 2, True)]
+        assert again.engine_requests == 3  # the alias and the counters (interval 0), one _msearch
+        fresh = uncached.search(request, CHRISTMAS).execution
+        assert again.execution.dsl == fresh.dsl == first.execution.dsl
+        assert [h.id for h in again.execution.hits] == [h.id for h in fresh.hits]
+        assert (again.execution.tier, again.execution.facets) == (fresh.tier, fresh.facets)
+        # a third product for the strict tier: the copy of one it serves
+        source = engine.request("GET", f"/{index}/_doc/{first.execution.hits[0].id}")["_source"]
+        engine.request("PUT", f"/{index}/_doc/{added}", source, params={"refresh": "true"})
+        for service in (watching, stale):
+            recording.sent.clear()
+            moved = service.search(request, CHRISTMAS)
+            assert _runs(moved.execution) == [("strict", 3, False)], service is stale
+            assert added in [h.id for h in moved.execution.hits]
+        assert _runs(uncached.search(request, CHRISTMAS).execution) == [("strict", 3, False)]
+    finally:
+        with contextlib.suppress(EngineError):  # absent when the test failed before writing it
+            engine.request("DELETE", f"/{index}/_doc/{added}", params={"refresh": "true"})
+        for service in (watching, stale, uncached):
+            service.close()
+    # the copy gone: the counters moved again, the fallback runs in full once more
+    after = _service(engine, settings, ready, alias_watch_interval_s=0.0)
+    try:
+        assert _runs(after.search(request, CHRISTMAS).execution) == _runs(first.execution)
+    finally:
+        after.close()
+
+
 @pytest.fixture()
 def shadow(engine: Engine, ready: Ready, index_prefix: str) -> str:  # noqa: F811
     """An index like the catalog's, except that the brand facet's field is analysed text:
@@ -285,7 +343,8 @@ def test_an_msearch_item_with_a_failed_shard_fails_closed(
 
 
 def _kinds(sent: list[tuple[str, str, Any]]) -> list[str]:
-    return ["alias" if p.startswith("/_alias/") else "mapping" if p.endswith("/_mapping") else p
+    return ["alias" if p.startswith("/_alias/") else "mapping" if p.endswith("/_mapping")
+            else "counters" if p.endswith("/_stats/indexing,refresh") else p
             for _, p, _ in sent]
 
 
@@ -297,9 +356,9 @@ def test_the_catalog_alias_is_watched_not_read_per_request(
     watched = Catalog(recording, profile, watch_interval_s=3600)
     first = watched.stats()
     assert watched.stats() is first and watched.stats() is first
-    assert _kinds(recording.sent) == ["alias", "mapping"]
+    assert _kinds(recording.sent) == ["alias", "counters", "mapping"]
     recording.sent.clear()
     every_time = Catalog(recording, profile, watch_interval_s=0)
     every_time.stats()
-    every_time.stats()  # the alias again; the statistics of an unchanged index not again
-    assert _kinds(recording.sent) == ["alias", "mapping", "alias"]
+    every_time.stats()  # the alias and counters again; the statistics of an unchanged index not again
+    assert _kinds(recording.sent) == ["alias", "counters", "mapping", "alias", "counters"]
