@@ -20,6 +20,8 @@ import json
 import os
 import shlex
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -108,21 +110,32 @@ def main(argv: list[str] | None = None) -> int:
     command = "python -m bench.run " + shlex.join(sys.argv[1:] if argv is None else argv)
 
     def measure(engine: Engine, url: str) -> dict[str, Any]:
-        measured: dict[str, Any] = {"mode": "quick" if args.quick else "full"}
-        if "compose" in parts:
-            measured["compose"] = compose.run(*plan.compose)
-        if "governed" in parts:
-            measured["governed"] = governed.run(engine, url, *plan.governed)
-        if "http" in parts:
-            measured |= http.run(engine, url, args.workers, *plan.http)
-        if "percolation" in parts:
+        measured: dict[str, Any] = {"mode": "quick" if args.quick else "full", "part_s": {}}
+
+        def part(name: str, call: Callable[[], Any]) -> None:
+            started = time.perf_counter()
             try:
-                measured["percolation"] = percolation.run(engine, url, sizes, *plan.percolation)
+                measured[name] = call()
+            finally:
+                measured["part_s"][name] = round(time.perf_counter() - started, 1)
+
+        def percolation_part() -> dict[str, Any]:
+            try:
+                return percolation.run(engine, url, sizes, *plan.percolation)
             finally:
                 if not args.keep:
                     percolation.clean_up(engine, sizes)
+
+        if "compose" in parts:
+            part("compose", lambda: compose.run(*plan.compose))
+        if "governed" in parts:
+            part("governed", lambda: governed.run(engine, url, *plan.governed))
+        if "http" in parts:
+            part("http", lambda: http.run(engine, url, args.workers, *plan.http)["http"])
+        if "percolation" in parts:
+            part("percolation", percolation_part)
         if "tooling" in parts:
-            measured["tooling"] = tooling.run(engine, url, tooling_sizes, plan.tooling[1])
+            part("tooling", lambda: tooling.run(engine, url, tooling_sizes, plan.tooling[1]))
         measured["targets"] = [verdict.as_json() for verdict in targets.evaluate(measured)]
         return measured
 
@@ -152,6 +165,7 @@ def markdown(result: dict[str, Any]) -> str:
         f" {_load(result['load_average_at_end'])} at end",
         f"Engine: {engine['distribution']} {engine['version']} (Lucene {engine['lucene']}),"
         f" heap {engine['heap_max_mib']} MiB, JVM {', '.join(engine['jvm'])}",
+        *_durations(result.get("part_s")),
         "",
         *targets.table(targets.evaluate(result)),
     ]
@@ -166,6 +180,12 @@ def markdown(result: dict[str, Any]) -> str:
     if "governed" in result:
         lines += _governed_lines(result["governed"])
     return "\n".join(lines)
+
+
+def _durations(part_s: dict[str, float] | None) -> list[str]:
+    if not part_s:
+        return []
+    return ["Time per part (s): " + ", ".join(f"{name} {seconds}" for name, seconds in part_s.items())]
 
 
 def _ratio(value: float, raw: float) -> str:
