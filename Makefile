@@ -64,10 +64,14 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy control_plane agent_gateway bench
 
-# Policy-set sizes of the percolation and compile benchmark (default 1000,10000,100000), e.g. SIZES=1000,10000
+# The figure sheet (bench/README.md): every part in one run against one engine, one JSON in
+# bench/results/, the plot next to it, the Markdown sheet with issue 14's targets on stdout.
+# SIZES: policy-set sizes of percolation and tooling (default 1000,10000,100000 and 10000,100000),
+# e.g. SIZES=1000,10000; PARTS: a subset of compose,governed,http,percolation,tooling.
 SIZES ?=
+PARTS ?=
 bench: setup
-	$(BIN)/python -m bench.run $(if $(SIZES),--sizes $(SIZES))
+	$(BIN)/python -m bench.run $(if $(SIZES),--sizes $(SIZES)) $(if $(PARTS),--parts $(PARTS))
 
 bench-http: setup
 	$(BIN)/python -m bench.http

@@ -1,22 +1,32 @@
-"""``python -m bench.run [--quick] [--sizes 1000,10000,100000] [--out FILE] [--engine-url URL]``
+"""``python -m bench.run [--quick] [--sizes 1000,10000,100000] [--parts ...] [--out FILE] [--engine-url URL]``
 
-Runs the benchmarks (pure compose + render; percolation and compile by policy-set size;
-governed search against the raw engine) against one real engine and writes one JSON result
-file (default ``bench/results/<UTC date>.json``) and a plot of latency against policy
-count next to it (``.png``), then prints the result as Markdown tables. Without
-``--engine-url`` it starts a local engine of its own on a free port and stops it after.
+The product's figure sheet (issue 14): in one run against one engine, the pure compose +
+render; governed search in process against the same DSL sent directly; governed search over
+HTTP (``govsearch serve``) against the raw engine, single client warm and cold, throughput
+at concurrency 1/4/16 (``bench.http``); percolation and compile by policy-set size, with
+publish, first load and the engine's memory at each size; ``govsearch policy check`` and
+``policy publish`` at 10,000 and 100,000 policies (``bench.tooling``). Writes one JSON
+result file (default ``bench/results/<UTC date>.json``) with the command, the machine and the
+load average at start and end, and a plot of latency against policy count next to it
+(``.png``), then prints the sheet as Markdown, starting with issue 14's targets, measured
+(``bench.targets``). Without ``--engine-url`` it starts a local engine of its own on a free
+port and stops it after. ``--sheet RESULT.json`` prints the sheet of an earlier run.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import shlex
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import compose, environment, governed, percolation, plot
+from bench import compose, environment, governed, http, percolation, plot, targets, tooling
 from control_plane.engine import Engine
 from control_plane.times import system_clock
 
@@ -26,23 +36,30 @@ RESULTS = Path(__file__).resolve().parent / "results"
 @dataclass(frozen=True)
 class Plan:
     """Policy-set sizes; then (intents, warm-up rounds, rounds) for each benchmark; compose:
-    matched-policy counts, warm-up rounds, rounds."""
+    matched-policy counts, warm-up rounds, rounds; http: seconds of each throughput phase,
+    single-client rounds; tooling: policy-set sizes, ``policy check`` rounds."""
 
     sizes: list[int]
     percolation: tuple[int, int, int]
     governed: tuple[int, int, int]
     compose: tuple[list[int], int, int]
+    http: tuple[float, int]
+    tooling: tuple[list[int], int]
 
 
 FULL = Plan(
-    sizes=[1000, 10000, 100000], percolation=(50, 2, 10), governed=(20, 3, 30), compose=([1, 10, 50], 50, 500)
+    sizes=[1000, 10000, 100000], percolation=(50, 2, 10), governed=(20, 3, 30),
+    compose=([1, 10, 50], 50, 500), http=(10.0, 20), tooling=([10000, 100000], 3),
 )
 QUICK = Plan(
-    sizes=[100, 1000], percolation=(20, 1, 3), governed=(10, 1, 5), compose=([1, 10, 50], 5, 30)
+    sizes=[100, 1000], percolation=(20, 1, 3), governed=(10, 1, 5), compose=([1, 10, 50], 5, 30),
+    http=(1.0, 3), tooling=([1000], 1),
 )
 
 
-PARTS = ("compose", "percolation", "governed")
+#: in the order they run: the pure part, then the demo set (in process, over HTTP), then the
+#: synthetic sets (percolation, then the tooling on the same sets)
+PARTS = ("compose", "governed", "http", "percolation", "tooling")
 
 
 def _sizes(text: str) -> list[int]:
@@ -57,14 +74,20 @@ def _sizes(text: str) -> list[int]:
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes and few rounds (< 60 s)")
+    parser.add_argument("--quick", action="store_true", help="small sizes and few rounds (< 2 minutes)")
     parser.add_argument("--out", type=Path, help="result file (default bench/results/<date>.json)")
     parser.add_argument("--engine-url", help="engine to measure against (default: start a local one)")
     parser.add_argument("--heap", default="1g", help="heap of the local engine it starts (default 1g)")
     parser.add_argument("--keep", action="store_true", help="keep the synthetic policy indices")
     parser.add_argument(
-        "--sizes", type=_sizes, help="policy-set sizes, e.g. 1000,10000 (default 1000,10000,100000)"
+        "--sizes", type=_sizes,
+        help="policy-set sizes of percolation and tooling, e.g. 1000,10000 (default 1000,10000,100000"
+        " and 10000,100000)",
     )
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                        help="govsearch serve --workers of the http part (default: the number of CPUs)")
+    parser.add_argument("--sheet", type=Path, metavar="RESULT",
+                        help="print the figure sheet of an earlier result file and exit (no measuring)")
     parser.add_argument(
         "--parts", default=",".join(PARTS), help=f"what to measure, of {','.join(PARTS)} (default all)"
     )
@@ -73,8 +96,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    if args.sheet:
+        print(markdown(json.loads(args.sheet.read_text(encoding="utf-8"))))
+        return 0
     plan = QUICK if args.quick else FULL
     sizes = args.sizes or plan.sizes
+    tooling_sizes = args.sizes or plan.tooling[0]
     parts = {part.strip() for part in args.parts.split(",")}
     if not parts <= set(PARTS):
         raise SystemExit(f"unknown part(s): {', '.join(sorted(parts - set(PARTS)))}")
@@ -83,17 +110,33 @@ def main(argv: list[str] | None = None) -> int:
     command = "python -m bench.run " + shlex.join(sys.argv[1:] if argv is None else argv)
 
     def measure(engine: Engine, url: str) -> dict[str, Any]:
-        measured: dict[str, Any] = {"mode": "quick" if args.quick else "full"}
-        if "compose" in parts:
-            measured["compose"] = compose.run(*plan.compose)
-        if "percolation" in parts:
+        measured: dict[str, Any] = {"mode": "quick" if args.quick else "full", "part_s": {}}
+
+        def part(name: str, call: Callable[[], Any]) -> None:
+            started = time.perf_counter()
             try:
-                measured["percolation"] = percolation.run(engine, url, sizes, *plan.percolation)
+                measured[name] = call()
+            finally:
+                measured["part_s"][name] = round(time.perf_counter() - started, 1)
+
+        def percolation_part() -> dict[str, Any]:
+            try:
+                return percolation.run(engine, url, sizes, *plan.percolation)
             finally:
                 if not args.keep:
                     percolation.clean_up(engine, sizes)
+
+        if "compose" in parts:
+            part("compose", lambda: compose.run(*plan.compose))
         if "governed" in parts:
-            measured["governed"] = governed.run(engine, url, *plan.governed)
+            part("governed", lambda: governed.run(engine, url, *plan.governed))
+        if "http" in parts:
+            part("http", lambda: http.run(engine, url, args.workers, *plan.http)["http"])
+        if "percolation" in parts:
+            part("percolation", percolation_part)
+        if "tooling" in parts:
+            part("tooling", lambda: tooling.run(engine, url, tooling_sizes, plan.tooling[1]))
+        measured["targets"] = [verdict.as_json() for verdict in targets.evaluate(measured)]
         return measured
 
     result = environment.recorded_run(command, args.engine_url, args.heap, out, measure)
@@ -122,14 +165,82 @@ def markdown(result: dict[str, Any]) -> str:
         f" {_load(result['load_average_at_end'])} at end",
         f"Engine: {engine['distribution']} {engine['version']} (Lucene {engine['lucene']}),"
         f" heap {engine['heap_max_mib']} MiB, JVM {', '.join(engine['jvm'])}",
+        *_durations(result.get("part_s")),
+        "",
+        *targets.table(targets.evaluate(result)),
     ]
+    if "http" in result:
+        lines += _http_lines(result["http"])
     if "compose" in result:
         lines += _compose_lines(result["compose"])
     if "percolation" in result:
         lines += _percolation_lines(result["percolation"])
+    if "tooling" in result:
+        lines += _tooling_lines(result["tooling"])
     if "governed" in result:
         lines += _governed_lines(result["governed"])
     return "\n".join(lines)
+
+
+def _durations(part_s: dict[str, float] | None) -> list[str]:
+    if not part_s:
+        return []
+    return ["Time per part (s): " + ", ".join(f"{name} {seconds}" for name, seconds in part_s.items())]
+
+
+def _ratio(value: float, raw: float) -> str:
+    return f"{value / raw:.2f}x" if raw else "-"
+
+
+def _http_lines(served: dict[str, Any]) -> list[str]:
+    single = served["single_client_warm"]["latency"]
+    raw = single["raw"]
+    lines = [
+        "",
+        f"Over HTTP (`govsearch serve --workers {served['workers']}`, tier batching"
+        f" {served['tier_batching']}) against the same final DSL sent raw to the engine:"
+        f" {len(served['intents'])} intents x {served['rounds']} single-client rounds, variants"
+        " alternating; cold = a new `user_id` on every request (a plan-cache miss)",
+        "",
+        _row(["single client", "p50 ms", "p95 ms", "p99 ms", "p50 / raw", "p95 / raw", "p99 / raw"]),
+        _row(["---"] * 7),
+    ]
+    for variant, label in (("governed", "warm"), ("governed_cold", "cold"), ("raw", "raw")):
+        lat = single[variant]
+        lines.append(_row([
+            label, lat["p50_ms"], lat["p95_ms"], lat["p99_ms"],
+            *(_ratio(lat[stat], raw[stat]) for stat in ("p50_ms", "p95_ms", "p99_ms")),
+        ]))
+    lines += [
+        "",
+        f"Throughput, {served['seconds']} s per phase, each client thread with its own connection:",
+        "",
+        _row(["concurrency (connections)", "governed req/s", "raw req/s", "ratio"]),
+        _row(["---"] * 4),
+    ]
+    for threads, figures in served["throughput_req_s"].items():
+        lines.append(_row([threads, figures["governed"], figures["raw"], figures["ratio"]]))
+    trips = served["engine_round_trips"]
+    lines.append(f"\nEngine round trips per search: {trips['warm_mean']} warm, {trips['cold_mean']} cold.")
+    return lines
+
+
+def _tooling_lines(tools: dict[str, Any]) -> list[str]:
+    lines = [
+        "",
+        "Policy tooling, each command in a fresh process on the exported synthetic set"
+        " (wall s, CPU s = user + system of the command; `check`: median of its rounds):",
+        "",
+        _row(["policies", "files", "`policy check` wall", "CPU", "`policy publish` wall", "CPU"]),
+        _row(["---"] * 6),
+    ]
+    for entry in tools["sizes"]:
+        cells = [f"{entry['policies']:,}", entry["files"]]
+        for step in (entry["check"], entry["publish"]):
+            failed = [f"failed (exit {step.get('exit_code')})", "-"]
+            cells += [step["wall_s"], step["cpu_s"]] if step["ok"] else failed
+        lines.append(_row(cells))
+    return lines
 
 
 def _compose_lines(composed: dict[str, Any]) -> list[str]:
