@@ -200,12 +200,19 @@ def _http_lines(served: dict[str, Any]) -> list[str]:
         f"Over HTTP (`govsearch serve --workers {served['workers']}`, tier batching"
         f" {served['tier_batching']}) against the same final DSL sent raw to the engine:"
         f" {len(served['intents'])} intents x {served['rounds']} single-client rounds, variants"
-        " alternating; cold = a new `user_id` on every request (a plan-cache miss)",
+        " alternating; new user = a new `user_id` on every request (the plan shared by every user,"
+        " the purchases lookup); cold = a second server with the plan cache off (every request"
+        " percolates, composes and renders)",
         "",
         _row(["single client", "p50 ms", "p95 ms", "p99 ms", "p50 / raw", "p95 / raw", "p99 / raw"]),
         _row(["---"] * 7),
     ]
-    for variant, label in (("governed", "warm"), ("governed_cold", "cold"), ("raw", "raw")):
+    labels = (
+        ("governed", "warm"), ("governed_new_user", "new user"), ("governed_cold", "cold"), ("raw", "raw")
+    )
+    for variant, label in labels:
+        if variant not in single:  # a result from before the variant existed
+            continue
         lat = single[variant]
         lines.append(_row([
             label, lat["p50_ms"], lat["p95_ms"], lat["p99_ms"],
@@ -215,13 +222,19 @@ def _http_lines(served: dict[str, Any]) -> list[str]:
         "",
         f"Throughput, {served['seconds']} s per phase, each client thread with its own connection:",
         "",
-        _row(["concurrency (connections)", "governed req/s", "raw req/s", "ratio"]),
-        _row(["---"] * 4),
+        _row(["concurrency (connections)", "governed req/s", "raw req/s", "ratio",
+              "CPU ms per governed request (service, engine)", "engine CPU ms per raw request"]),
+        _row(["---"] * 6),
     ]
     for threads, figures in served["throughput_req_s"].items():
-        lines.append(_row([threads, figures["governed"], figures["raw"], figures["ratio"]]))
+        lines.append(_row([
+            threads, figures["governed"], figures["raw"], figures["ratio"],
+            f"{figures.get('governed_service_cpu_ms', '-')}, {figures.get('governed_engine_cpu_ms', '-')}",
+            figures.get("raw_engine_cpu_ms", "-"),
+        ]))
     trips = served["engine_round_trips"]
-    lines.append(f"\nEngine round trips per search: {trips['warm_mean']} warm, {trips['cold_mean']} cold.")
+    lines.append(f"\nEngine round trips per search: {trips['warm_mean']} warm,"
+                 f" {trips.get('new_user_mean', '-')} new user, {trips['cold_mean']} cold.")
     return lines
 
 
