@@ -372,6 +372,7 @@ class Triggers:
     def of(cls, policies: Iterable[Policy]) -> Triggers:
         members: dict[tuple[str, tuple[str, ...]], list[Policy]] = {}
         readers: dict[Trigger, list[Policy]] = {}
+        plain: dict[tuple[str, tuple[str, ...]], tuple[str, ...]] = {}
         # 100,000 policies share a few thousand phrases: normalise and hash each once
         ids: dict[tuple[str, str], str | None] = {}
 
@@ -393,7 +394,10 @@ class Triggers:
                 readers.setdefault(trigger, []).append(policy)  # equal triggers read alike
                 continue
             kind = {"always": "always", "exact": "exact"}.get(trigger.kind, "phrases")
-            members.setdefault((kind, own_documents(trigger)), []).append(policy)
+            documents = plain.get((kind, trigger.values))  # a function of kind and values
+            if documents is None:
+                documents = plain[(kind, trigger.values)] = own_documents(trigger)
+            members.setdefault((kind, documents), []).append(policy)
         groups = [_Group(*_members(p), kind, documents) for (kind, documents), p in members.items()]
         read = [
             _Read(
