@@ -41,8 +41,10 @@ no ``index.max_result_window`` limits it. Which policies a document serves, and 
 filters the engine applied before (``enabled``, cohorts, the active window at ``now``),
 are in memory: :class:`Triggers`, built once per loaded version, groups the policies
 sharing one trigger query; their spans are computed once per group. Patterns, vocabularies
-and triggers with ``unless`` phrases are read one by one around their phrases' highlighted
-ranges (:func:`~control_plane.matcher_patterns.resolve`, cached per distinct pattern).
+and triggers with ``unless`` phrases are grouped by their (equal) trigger and read once per
+group around their phrases' highlighted ranges (:func:`~control_plane.matcher_patterns.resolve`,
+cached per distinct pattern). A group's match is built once and copied for each applying
+member (ADR 0022).
 
 Indices written by earlier releases (one percolator document per policy, with or without
 phrase documents) carry no :data:`LAYOUT_ID` marker: they are matched the old way

@@ -184,3 +184,24 @@ def test_a_new_version_reuses_the_unchanged_policies_of_the_served_one(
     # loaded alone (no served version), the same index gives an equal set, all validated
     alone = policy_store.read_index(engine, new_index)
     assert alone.reused == 0 and alone.policy_set == loaded.policy_set
+
+
+def test_token_counts_in_batches_equal_one_analysis_per_phrase(engine: Engine, index_prefix: str) -> None:
+    """Exact triggers compare the intent's token count with their phrase's: counted in
+    batches, each phrase gets what analysing it alone gives (stop words, elision, accents,
+    characters outside the BMP, punctuation only, repeats), across batch boundaries."""
+    name = f"{index_prefix}-analysis"
+    analysis = policy_store.default_analysis()
+    engine.create_index(name, policy_store.policies_mapping(analysis))
+    phrases = [
+        "dark chocolate", "l'huile d'olive", "the of", "Ça été", "oranges", "🍫 chocolate bar",
+        "a b c d e f", "!!!", "pas cher", "x", "coffee creamer free of milk", "oranges",
+        *(f"word{n} and more{n}" for n in range(30)),
+    ]
+    alone = {p: len(engine.analyze(name, analysis.analyzer, p)) for p in phrases}
+    assert len(set(alone.values())) >= 4  # the phrases do differ in count
+    for batch, chars in ((500, 4000), (7, 60), (1, 4000)):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(policy_store, "ANALYZE_BATCH", batch)
+            patch.setattr(policy_store, "ANALYZE_CHARS", chars)
+            assert policy_store.token_counts(engine, name, analysis.analyzer, phrases) == alone
