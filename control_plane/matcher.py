@@ -60,6 +60,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
+from pydantic import BaseModel
+
 from control_plane.engine import Engine
 from control_plane.intent_text import normalise
 from control_plane.matcher_patterns import (
@@ -325,16 +327,20 @@ def _members(policies: Sequence[Policy]) -> tuple[tuple[str, ...], tuple[_Member
 
 _new = object.__new__
 _set = object.__setattr__
+# pydantic's slots, set through their descriptors (what ``model_construct`` sets, faster)
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
 def _match_of(template: Match, policy_id: str) -> Match:
-    """``template`` for another policy: ``Match.model_construct`` without its per-field
-    work (a third of its cost), for the thousands of members of matched groups."""
+    """``template`` for another policy: what ``Match.model_construct`` builds, without its
+    per-field work (a fifth of its cost), for the thousands of members of matched groups."""
     found: Match = _new(Match)
     _set(found, "__dict__", {**template.__dict__, "policy_id": policy_id})
-    _set(found, "__pydantic_fields_set__", template.__pydantic_fields_set__)
-    _set(found, "__pydantic_extra__", None)
-    _set(found, "__pydantic_private__", None)
+    _set_fields_set(found, template.__pydantic_fields_set__)  # shared: Match is frozen
+    _set_extra(found, None)
+    _set_private(found, None)
     return found
 
 
