@@ -6,7 +6,8 @@ round, every intent is timed twice: ``matcher.match`` end to end with the loaded
 map (one percolation of the distinct trigger documents, highlighted and paged, then the
 expansion to policies in memory: filters, spans, captures; ADR 0015) and
 ``SearchService.compile`` with the plan cache off (percolate, catalog statistics, compose)
-against the set's index. The first load of each set is timed, then its steps one by one.
+against the set's index. The first load of each set is timed, then its steps one by one,
+then the load of a next version (one policy in 1,000 changed) from the served one and alone.
 """
 
 from __future__ import annotations
@@ -57,10 +58,11 @@ def run(
             publish_s = time.perf_counter() - started
             print(f"published {size} policies to {index} in {publish_s:.1f}s", file=sys.stderr)
             service = SearchService(settings, engine, profile, index=index)
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.thread_time()
             service.snapshot()  # the first request's load of the set, once
-            load_s = time.perf_counter() - started
+            load_s, load_cpu_s = time.perf_counter() - started, time.thread_time() - cpu
             parts = _load_parts(engine, index)
+            next_load = _next_load(engine, index, service.snapshot()[0])
             published[size] = (index, service.snapshot()[1], service)  # the loaded set's map
             report[size] = {
                 "policies": size,
@@ -69,7 +71,9 @@ def run(
                 "generate_s": round(generated_s, 2),
                 "publish_s": round(publish_s, 2),
                 "first_load_s": round(load_s, 2),
+                "first_load_cpu_s": round(load_cpu_s, 2),
                 "load_parts_s": parts,
+                "next_load": next_load,
                 "engine_memory_after_publish": environment.engine_memory(engine),
             }
         return _measure(published, report, sizes, intents, warmup, rounds)
@@ -95,6 +99,42 @@ def _load_parts(engine: Engine, index: str) -> dict[str, float]:
         "validate": round(validated - read, 2),
         "lookups": round(built - validated, 2),
     }
+
+
+#: one policy in this many is changed in the next version (:func:`_next_load`)
+CHANGED_EVERY = 1000
+
+
+def _next_load(engine: Engine, index: str, served: policy_store.LivePolicySet) -> dict[str, Any]:
+    """The load of the next version while ``served`` is served (a promotion: one policy in
+    :data:`CHANGED_EVERY` changed): its set document, priorities edited, written alone to a
+    scratch index (all ``read_index`` reads), loaded from ``served`` and then without it."""
+    meta = engine.get_document(index, policy_store.META_ID)
+    assert meta is not None
+    document = meta["_source"]
+    for policy in document["policy_set"]["policies"][::CHANGED_EVERY]:
+        policy["priority"] = policy["priority"] % 100 + 1
+    scratch = f"{index}-next"
+    if engine.index_exists(scratch):
+        engine.delete_index(scratch)
+    engine.create_index(scratch, {"settings": {"number_of_shards": 1, "number_of_replicas": 0},
+                                  "mappings": {"enabled": False}})
+    try:
+        engine.index_document(scratch, policy_store.META_ID, document, refresh=True)
+        del meta, document
+        result: dict[str, Any] = {"changed_every": CHANGED_EVERY}
+        for label, previous in (("from_served", served), ("alone", None)):
+            started, cpu = time.perf_counter(), time.thread_time()
+            loaded = policy_store.read_index(engine, scratch, previous)
+            result[label] = {
+                "s": round(time.perf_counter() - started, 2),
+                "cpu_s": round(time.thread_time() - cpu, 2),
+                "reused": loaded.reused,
+            }
+            del loaded
+        return result
+    finally:
+        engine.delete_index(scratch)
 
 
 def _kinds(policies: tuple[Policy, ...]) -> dict[str, int]:

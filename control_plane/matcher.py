@@ -41,8 +41,10 @@ no ``index.max_result_window`` limits it. Which policies a document serves, and 
 filters the engine applied before (``enabled``, cohorts, the active window at ``now``),
 are in memory: :class:`Triggers`, built once per loaded version, groups the policies
 sharing one trigger query; their spans are computed once per group. Patterns, vocabularies
-and triggers with ``unless`` phrases are read one by one around their phrases' highlighted
-ranges (:func:`~control_plane.matcher_patterns.resolve`, cached per distinct pattern).
+and triggers with ``unless`` phrases are grouped by their (equal) trigger and read once per
+group around their phrases' highlighted ranges (:func:`~control_plane.matcher_patterns.resolve`,
+cached per distinct pattern). A group's match is built once and copied for each applying
+member (ADR 0022).
 
 Indices written by earlier releases (one percolator document per policy, with or without
 phrase documents) carry no :data:`LAYOUT_ID` marker: they are matched the old way
@@ -57,6 +59,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from control_plane.engine import Engine
 from control_plane.intent_text import normalise
@@ -280,12 +284,9 @@ class _Member:
 
 
 @dataclass(frozen=True)
-class _Group:
-    """The enabled policies that share one trigger query (the union of ``documents``)."""
+class _Members:
+    """Policies matched together: the same trigger query, hence the same spans and captures."""
 
-    kind: str
-    """``phrases`` (phrase, any, pattern), ``exact`` or ``always``"""
-    documents: tuple[str, ...]
     everyone: tuple[str, ...]
     """ids of the members with neither cohorts nor an active window"""
     conditional: tuple[_Member, ...]
@@ -295,14 +296,52 @@ class _Group:
 
 
 @dataclass(frozen=True)
-class _Read:
-    """A policy whose match is read around its highlighted phrases by
-    :func:`~control_plane.matcher_patterns.resolve` (patterns, vocabularies, ``unless``)."""
+class _Group(_Members):
+    """The enabled policies that share one trigger query (the union of ``documents``)."""
+
+    kind: str
+    """``phrases`` (phrase, any, pattern), ``exact`` or ``always``"""
+    documents: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _Read(_Members):
+    """The enabled policies of one trigger that is read around its highlighted phrases by
+    :func:`~control_plane.matcher_patterns.resolve` (patterns, vocabularies, ``unless``):
+    read once, for ``policy``, and the match given to every applying member (the reading
+    depends on the trigger only; thousands of synthetic patterns share two triggers)."""
 
     policy: Policy
-    member: _Member
+    """the first member: whose trigger is read"""
+    documents: tuple[str, ...]
+    """the documents of the trigger's own phrases: one of them must match"""
     phrases: tuple[tuple[str, str], ...]
-    """(phrase as the policy writes it, its document id): own phrases and unless phrases"""
+    """(phrase as the trigger writes it, its document id): own phrases and unless phrases"""
+
+
+def _members(policies: Sequence[Policy]) -> tuple[tuple[str, ...], tuple[_Member, ...]]:
+    everyone = tuple(p.id for p in policies if not p.cohorts and p.active is None)
+    conditional = tuple(_member_of(p) for p in policies if p.cohorts or p.active is not None)
+    return everyone, conditional
+
+
+_new = object.__new__
+_set = object.__setattr__
+# pydantic's slots, set through their descriptors (what ``model_construct`` sets, faster)
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
+
+
+def _match_of(template: Match, policy_id: str) -> Match:
+    """``template`` for another policy: what ``Match.model_construct`` builds, without its
+    per-field work (a fifth of its cost), for the thousands of members of matched groups."""
+    found: Match = _new(Match)
+    _set(found, "__dict__", {**template.__dict__, "policy_id": policy_id})
+    _set_fields_set(found, template.__pydantic_fields_set__)  # shared: Match is frozen
+    _set_extra(found, None)
+    _set_private(found, None)
+    return found
 
 
 E = TypeVar("E")
@@ -325,20 +364,23 @@ def _indexed(
 class Triggers:
     """Per version: which policies each trigger document serves (built once, at load).
     Plain phrase, any, exact and always triggers are grouped by their documents and
-    expanded without reading the intent; the others are read one by one (:class:`_Read`)."""
+    expanded without reading the intent; the others are grouped by their (equal) trigger
+    and read once per group (:class:`_Read`). A group's match is built once per request
+    and copied for each applying member, in policy-id order."""
 
-    def __init__(self, groups: Iterable[_Group], read: Iterable[tuple[tuple[str, ...], _Read]] = ()) -> None:
+    def __init__(self, groups: Iterable[_Group], read: Iterable[_Read] = ()) -> None:
         self.always, self.by_document = _indexed(
             ((g.documents, g) for g in groups), lambda g: g.kind == "always"
         )
         self.read_always, self.read_by_document = _indexed(
-            read, lambda entry: entry.policy.trigger.kind == "always"
+            ((r.documents, r) for r in read), lambda r: r.policy.trigger.kind == "always"
         )
 
     @classmethod
     def of(cls, policies: Iterable[Policy]) -> Triggers:
         members: dict[tuple[str, tuple[str, ...]], list[Policy]] = {}
-        read: list[tuple[tuple[str, ...], _Read]] = []
+        readers: dict[Trigger, list[Policy]] = {}
+        plain: dict[tuple[str, tuple[str, ...]], tuple[str, ...]] = {}
         # 100,000 policies share a few thousand phrases: normalise and hash each once
         ids: dict[tuple[str, str], str | None] = {}
 
@@ -348,27 +390,34 @@ class Triggers:
                 ids[(kind, phrase)] = trigger_id(kind, text) if text else None
             return ids[(kind, phrase)]
 
+        def own_documents(trigger: Trigger) -> tuple[str, ...]:
+            own = trigger.values if trigger.kind == "exact" else trigger_cues(trigger)
+            return tuple(dict.fromkeys(d for p in own if (d := document(_query_kind(trigger, p), p))))
+
         for policy in policies:
             if not policy.enabled:
                 continue  # never matched (the engine filtered them before)
             trigger = policy.trigger
-            kind = {"always": "always", "exact": "exact"}.get(trigger.kind, "phrases")
-            own = trigger.values if trigger.kind == "exact" else trigger_cues(trigger)
-            documents = tuple(
-                dict.fromkeys(d for p in own if (d := document(_query_kind(trigger, p), p)))
-            )
             if trigger.kind in ("pattern", "vocabulary") or trigger.unless:
-                phrases = tuple(
-                    (phrase, d) for kind_, phrase in _queries_of(trigger) if (d := document(kind_, phrase))
-                )
-                read.append((documents, _Read(policy, _member_of(policy), phrases)))
+                readers.setdefault(trigger, []).append(policy)  # equal triggers read alike
                 continue
+            kind = {"always": "always", "exact": "exact"}.get(trigger.kind, "phrases")
+            documents = plain.get((kind, trigger.values))  # a function of kind and values
+            if documents is None:
+                documents = plain[(kind, trigger.values)] = own_documents(trigger)
             members.setdefault((kind, documents), []).append(policy)
-        groups = []
-        for (kind, documents), policies_ in members.items():
-            everyone = tuple(p.id for p in policies_ if not p.cohorts and p.active is None)
-            conditional = tuple(_member_of(p) for p in policies_ if p.cohorts or p.active is not None)
-            groups.append(_Group(kind, documents, everyone, conditional))
+        groups = [_Group(*_members(p), kind, documents) for (kind, documents), p in members.items()]
+        read = [
+            _Read(
+                *_members(p),
+                p[0],
+                own_documents(trigger),
+                tuple(
+                    (phrase, d) for kind_, phrase in _queries_of(trigger) if (d := document(kind_, phrase))
+                ),
+            )
+            for trigger, p in readers.items()
+        ]
         return cls(groups, read)
 
     def expand(
@@ -382,45 +431,58 @@ class Triggers:
             for group in self.by_document.get(document, ()):
                 groups.setdefault(id(group), group)
         whole = (Span(start=0, end=len(intent), text=intent),)
-        found: list[tuple[list[str], tuple[Span, ...]]] = []
+        # hundreds of matched groups, few distinct spans: one template per matched documents
+        templates: dict[tuple[str, ...], Match] = {}
+        matches: list[Match] = []
         for group in [*groups.values(), *self.always]:
             ids = group.applying(cohorts, now)
             if not ids:
                 continue
-            if group.kind == "always":
-                spans: tuple[Span, ...] = ()
-            elif group.kind == "exact":
-                spans = whole
-            else:
-                marks = [r for document in group.documents for r in ranges.get(document, ())]
-                spans = spans_of(intent, marks) or whole
-            found.append((ids, spans))
-        matches: list[Match] = []
-        for ids, spans in found:
-            # built by this module from validated parts: no second validation per policy
-            matches.extend(Match.model_construct(policy_id=i, spans=spans, captures=()) for i in ids)
+            key = (group.kind, *(d for d in group.documents if d in ranges))
+            template = templates.get(key)
+            if template is None:
+                if group.kind == "always":
+                    spans: tuple[Span, ...] = ()
+                elif group.kind == "exact":
+                    spans = whole
+                else:
+                    marks = [r for document in key[1:] for r in ranges[document]]
+                    spans = spans_of(intent, marks) or whole
+                # built by this module from validated parts: no second validation per policy
+                template = templates[key] = Match.model_construct(policy_id="", spans=spans, captures=())
+            matches.extend(_match_of(template, i) for i in ids)
         matches += self._read(intent, ranges, cohorts, now)
-        return tuple(sorted(matches, key=lambda m: m.policy_id))
+        matches.sort(key=_policy_id)
+        return tuple(matches)
 
     def _read(
         self, intent: str, ranges: Mapping[str, list[tuple[int, int]]], cohorts: frozenset[str], now: datetime
     ) -> list[Match]:
         """The matches of patterns, vocabularies and triggers with ``unless`` phrases whose
-        own documents matched: read around their phrases' ranges."""
-        candidates: dict[str, _Read] = {e.policy.id: e for e in self.read_always}
+        own documents matched: each distinct trigger read once around its phrases' ranges."""
+        candidates: dict[int, _Read] = {id(e): e for e in self.read_always}
         for document in ranges:
             for entry in self.read_by_document.get(document, ()):
-                candidates.setdefault(entry.policy.id, entry)
+                candidates.setdefault(id(entry), entry)
         found = [
-            (entry.policy, {phrase: ranges[d] for phrase, d in entry.phrases if d in ranges})
+            (entry, ids, {phrase: ranges[d] for phrase, d in entry.phrases if d in ranges})
             for entry in candidates.values()
-            if entry.member.applies(cohorts, now)
+            if (ids := entry.applying(cohorts, now))
         ]
-        # Patterns share cues: thousands of matched patterns may have the same few cue spans,
-        # so the captures are computed once per distinct pattern and cue spans (``cache``).
-        anchors = anchors_of(found, intent)
+        # Patterns share cues: the captures are computed once per distinct pattern and cue
+        # spans (``cache``); the anchors depend on the distinct triggers only.
+        anchors = anchors_of([(entry.policy, own) for entry, _, own in found], intent)
         cache: dict[Any, Any] = {}
-        return [m for policy, own in found if (m := resolve(policy, intent, own, anchors, cache))]
+        matches: list[Match] = []
+        for entry, ids, own in found:
+            template = resolve(entry.policy, intent, own, anchors, cache)
+            if template is not None:
+                matches.extend(_match_of(template, i) for i in ids)
+        return matches
+
+
+def _policy_id(found: Match) -> str:
+    return found.policy_id
 
 
 def _member_of(policy: Policy) -> _Member:

@@ -57,7 +57,11 @@ class PolicyIndex:
         return self.window_edges[bisect_left(self.window_edges, start) : bisect_left(self.window_edges, end)]
 
 
-def build_index(policy_set: PolicySet) -> PolicyIndex:
+def build_index(policy_set: PolicySet, previous: PolicyIndex | None = None) -> PolicyIndex:
+    """The lookups of ``policy_set``; a policy that is the very object ``previous`` (the
+    index of the version loaded before) holds keeps its rule captures from there."""
+    known = previous.by_id if previous is not None else {}
+    known_captures = previous.rule_captures if previous is not None else {}
     edges = {
         edge
         for policy in policy_set.policies
@@ -76,7 +80,10 @@ def build_index(policy_set: PolicySet) -> PolicyIndex:
         vocabularies=index_vocabularies(policy_set),
         window_edges=tuple(sorted(edges)),
         rule_captures={
-            policy.id: tuple(rule.captures for rule in policy.rules) for policy in policy_set.policies
+            policy.id: known_captures[policy.id]
+            if known.get(policy.id) is policy
+            else tuple(rule.captures for rule in policy.rules)
+            for policy in policy_set.policies
         },
     )
 
@@ -85,13 +92,14 @@ _INDEXES: dict[int, tuple[weakref.ref[PolicySet], PolicyIndex]] = {}
 _LOCK = threading.RLock()  # reentrant: a collected set's callback may run inside
 
 
-def index_of(policy_set: PolicySet) -> PolicyIndex:
-    """The index of ``policy_set``, built on first use (module docstring)."""
+def index_of(policy_set: PolicySet, previous: PolicyIndex | None = None) -> PolicyIndex:
+    """The index of ``policy_set``, built on first use (module docstring), from
+    ``previous`` where it describes the very same policy objects (:func:`build_index`)."""
     key = id(policy_set)
     entry = _INDEXES.get(key)
     if entry is not None and entry[0]() is policy_set:
         return entry[1]
-    index = build_index(policy_set)  # outside the lock: concurrent builders agree
+    index = build_index(policy_set, previous)  # outside the lock: concurrent builders agree
     with _LOCK:
         entry = _INDEXES.get(key)
         if entry is not None and entry[0]() is policy_set:

@@ -23,6 +23,7 @@ found on more than one index is never served (:class:`AmbiguousAlias`).
 
 from __future__ import annotations
 
+import bisect
 import contextvars
 import gc
 import json
@@ -30,7 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -38,8 +39,11 @@ from control_plane.catalog import analysis as catalog_analysis
 from control_plane.catalog.analysis import PolicyAnalysis
 from control_plane.config import CatalogSettings, project_path
 from control_plane.engine import Engine, EngineError
+from control_plane.intent_text import normalise
 from control_plane.matcher import index_documents
 from control_plane.policy import PolicySet
+from control_plane.policy_digests import Digests, load_set
+from control_plane.policy_index import index_of
 
 META_ID = "__policy_set__"
 #: at most this many documents per bulk request
@@ -116,6 +120,11 @@ class LivePolicySet:
 
     index: str
     policy_set: PolicySet
+    digests: Digests = field(default_factory=dict, repr=False, compare=False)
+    """policy id -> digest of the stored document its policy was validated from (what the
+    next version's load may reuse: :mod:`control_plane.policy_digests`)"""
+    reused: int = field(default=0, compare=False)
+    """how many policies this load took from the previous version instead of validating"""
 
 
 def index_name(prefix: str, version: str) -> str:
@@ -154,7 +163,7 @@ def write_index(
         engine.delete_index(name)  # a half-written index, or one analysed otherwise
     engine.create_index(name, policies_mapping(analysis))
     try:
-        counts: dict[str, int] = {}
+        counts = token_counts(engine, name, analysis.analyzer, _exact_phrases(policy_set))
 
         def count_tokens(phrase: str) -> int:
             if phrase not in counts:
@@ -189,6 +198,58 @@ def write_index(
         engine.delete_index(name)
         raise
     return name
+
+
+#: phrases and characters per ``_analyze`` request of :func:`token_counts` (the engine
+#: refuses a request past ``index.analyze.max_token_count``, 10,000 tokens by default)
+ANALYZE_BATCH = 500
+ANALYZE_CHARS = 4000
+
+
+def token_counts(engine: Engine, index: str, analyzer: str, phrases: Iterable[str]) -> dict[str, int]:
+    """How many tokens ``analyzer`` makes of each phrase, :data:`ANALYZE_BATCH` phrases per
+    ``_analyze`` request (one request per phrase before: a third of a 20,000-policy publish).
+    The engine analyses an array as one text, each value ``offset_gap`` (1) after the end of
+    the one before, offsets in UTF-16 code units: a token belongs to the value whose range
+    holds its start offset."""
+    counts: dict[str, int] = {}
+    for chunk in _chunks(list(dict.fromkeys(phrases))):
+        result = engine.request("POST", f"/{index}/_analyze", body={"analyzer": analyzer, "text": chunk})
+        ends: list[int] = []
+        position = 0
+        for phrase in chunk:
+            position += len(phrase.encode("utf-16-le")) // 2
+            ends.append(position)
+            position += 1
+        found = [0] * len(chunk)
+        for token in result["tokens"]:
+            found[bisect.bisect_left(ends, token["start_offset"])] += 1
+        counts.update(zip(chunk, found, strict=True))
+    return counts
+
+
+def _chunks(phrases: list[str]) -> Iterator[list[str]]:
+    chunk: list[str] = []
+    size = 0
+    for phrase in phrases:
+        if chunk and (len(chunk) >= ANALYZE_BATCH or size + len(phrase) > ANALYZE_CHARS):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(phrase)
+        size += len(phrase) + 1
+    if chunk:
+        yield chunk
+
+
+def _exact_phrases(policy_set: PolicySet) -> set[str]:
+    """The normalised phrases of ``exact`` triggers: the ones the index counts tokens of."""
+    return {
+        text
+        for policy in policy_set.policies
+        if policy.trigger.kind == "exact"
+        for value in policy.trigger.values
+        if (text := normalise(value))
+    }
 
 
 @dataclass(frozen=True)
@@ -334,21 +395,29 @@ def resolve(engine: Engine, prefix: str, env: str) -> LivePolicySet | None:
     return read_index(engine, index)
 
 
-def read_index(engine: Engine, index: str) -> LivePolicySet:
+def read_index(engine: Engine, index: str, previous: LivePolicySet | None = None) -> LivePolicySet:
     """The set stored in ``index``, validated, with its per-version lookups built (the id
     map, guards, window edges, the matcher's trigger groups): all of it once, here, as the
-    version is loaded, never by a request (ADR 0015)."""
+    version is loaded, never by a request (ADR 0015). With ``previous`` (the version served
+    until now), a policy whose stored document is unchanged (same id, same digest) is
+    ``previous``' validated policy; new and changed ones are validated in full
+    (:mod:`control_plane.policy_digests`)."""
     with _without_cyclic_gc():
         meta = engine.get_document(index, META_ID)
         if meta is None:
             raise EngineError(f"policies index {index} has no policy set document (incomplete)")
-        policy_set = PolicySet.model_validate(meta["_source"]["policy_set"])
+        document = meta["_source"]["policy_set"]
         del meta
-        policy_set.lookups()  # built once, as the version is loaded, not by its first request
+        known = previous.digests if previous is not None else {}
+        by_id = previous.policy_set.lookups().by_id if previous is not None and known else {}
+        policy_set, digests, reused = load_set(document, by_id, known)
+        del document
+        # built once, as the version is loaded, not by its first request
+        index_of(policy_set, previous.policy_set.lookups() if previous is not None else None)
     # The set lives as long as it is served: keep its objects out of the cyclic collector's
     # full scans (at 10,000 policies a gen-2 collection inside a request cost milliseconds).
     gc.freeze()
-    return LivePolicySet(index=index, policy_set=policy_set)
+    return LivePolicySet(index=index, policy_set=policy_set, digests=digests, reused=reused)
 
 
 _GC_LOCK = threading.Lock()

@@ -286,7 +286,8 @@ class SearchService:
             raise Refused(NoLivePolicySet(f"no policy set is published to '{self.env}'"))
         if served is not None and served[0].index == index:
             return served
-        live = policy_store.read_index(self.engine, index)
+        # unchanged policies of the served version are reused, not validated again
+        live = policy_store.read_index(self.engine, index, served[0] if served is not None else None)
         return live, live.policy_set.lookups().by_id  # built by read_index
 
     # --- pipeline -----------------------------------------------------------------

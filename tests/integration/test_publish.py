@@ -8,9 +8,12 @@ from pathlib import Path
 import pytest
 
 from control_plane import matcher, policy_store
+from control_plane.bootstrap import profile_of
+from control_plane.config import Settings
 from control_plane.engine import Engine, EngineError
 from control_plane.loader import build_policy_set, load_policy_set
 from control_plane.policy import Policy, PolicySet
+from control_plane.service import SearchService
 
 POLICIES = Path(__file__).resolve().parents[2] / "policies"
 
@@ -146,3 +149,59 @@ def test_an_incomplete_index_is_rewritten(engine: Engine, index_prefix: str, fir
     resolved = policy_store.resolve(engine, index_prefix, "live")
     assert resolved is not None and resolved.policy_set == first
     assert count(engine, name) == stored(first)
+
+
+def test_a_new_version_reuses_the_unchanged_policies_of_the_served_one(
+    engine: Engine, index_prefix: str, first: PolicySet
+) -> None:
+    """The service loads a new version from the one it serves: unchanged policies are the
+    served objects, a changed one (same id) is the new content, validated."""
+    changed = first.policies[0]
+    edited = changed.model_copy(update={"priority": changed.priority + 1})
+    second = build_policy_set([edited, *first.policies[1:]], first.vocabularies, first.governance)
+    settings = Settings()
+    settings = settings.model_copy(update={  # re-read on the move only, not on an interval
+        "policies": settings.policies.model_copy(update={"index_prefix": index_prefix}),
+        "search": settings.search.model_copy(update={"alias_watch_interval_s": 3600.0}),
+    })
+    service = SearchService(settings, engine, profile_of(settings))
+    try:
+        policy_store.publish(engine, index_prefix, first, "live")
+        served, _ = service.snapshot()
+        assert served.reused == 0 and served.policy_set == first
+        new_index = policy_store.publish(engine, index_prefix, second, "live")
+        assert service.snapshot()[0] is served  # not re-read yet: the served version goes on
+        service.alias_moved("live")
+        loaded, by_id = service.snapshot()
+    finally:
+        service.close()
+    assert loaded.index == new_index and loaded.policy_set == second
+    assert loaded.reused == len(first.policies) - 1
+    assert by_id[changed.id].priority == changed.priority + 1
+    previous = served.policy_set.lookups().by_id
+    assert by_id[changed.id] is not previous[changed.id]
+    assert all(by_id[p.id] is previous[p.id] for p in first.policies[1:])
+    # loaded alone (no served version), the same index gives an equal set, all validated
+    alone = policy_store.read_index(engine, new_index)
+    assert alone.reused == 0 and alone.policy_set == loaded.policy_set
+
+
+def test_token_counts_in_batches_equal_one_analysis_per_phrase(engine: Engine, index_prefix: str) -> None:
+    """Exact triggers compare the intent's token count with their phrase's: counted in
+    batches, each phrase gets what analysing it alone gives (stop words, elision, accents,
+    characters outside the BMP, punctuation only, repeats), across batch boundaries."""
+    name = f"{index_prefix}-analysis"
+    analysis = policy_store.default_analysis()
+    engine.create_index(name, policy_store.policies_mapping(analysis))
+    phrases = [
+        "dark chocolate", "l'huile d'olive", "the of", "Ça été", "oranges", "🍫 chocolate bar",
+        "a b c d e f", "!!!", "pas cher", "x", "coffee creamer free of milk", "oranges",
+        *(f"word{n} and more{n}" for n in range(30)),
+    ]
+    alone = {p: len(engine.analyze(name, analysis.analyzer, p)) for p in phrases}
+    assert len(set(alone.values())) >= 4  # the phrases do differ in count
+    for batch, chars in ((500, 4000), (7, 60), (1, 4000)):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(policy_store, "ANALYZE_BATCH", batch)
+            patch.setattr(policy_store, "ANALYZE_CHARS", chars)
+            assert policy_store.token_counts(engine, name, analysis.analyzer, phrases) == alone
