@@ -32,7 +32,6 @@ from control_plane.lifecycle.lint_facts import (
     bounds,
     constraints,
     crossed,
-    disjoint_on_one_key,
     excluded,
     folded_words,
     identities,
@@ -58,12 +57,14 @@ EVERY_INTENT = _Text((), "every intent")
 """where two ``always`` policies meet"""
 
 
-def _texts(policy: Policy) -> list[_Text]:
+def _texts(policy: Policy, texts: Sequence[str] | None = None) -> list[_Text]:
+    """The texts the policy names (``texts``: its reachable texts, when known)."""
     if policy.trigger.kind == "always":
         return []
+    texts = reachable_texts(policy) if texts is None else texts
     if policy.trigger.kind == "pattern":
-        return [_Text((*folded_words(c), CAPTURED), f"'{c} …'") for c in reachable_texts(policy)]
-    return [_Text(folded_words(v), f"'{v}'") for v in reachable_texts(policy)]
+        return [_Text((*folded_words(c), CAPTURED), f"'{c} …'") for c in texts]
+    return [_Text(folded_words(v), f"'{v}'") for v in texts]
 
 
 def _occurrences(words: tuple[str, ...], part: tuple[str, ...]) -> Iterator[int]:
@@ -189,14 +190,15 @@ class TriggerIndex:
                 self._everywhere.append(policy)
                 self._named.setdefault((), (EVERY_INTENT, []))[1].append(policy)
                 continue
-            self._folded[policy.id] = (policy, [folded_words(text) for text in reachable_texts(policy)])
-            for witness in _texts(policy):
+            texts = reachable_texts(policy)
+            folded = [folded_words(text) for text in texts]
+            self._folded[policy.id] = (policy, folded)
+            for witness in _texts(policy, texts):
                 named = self._named.setdefault(witness.words, (witness, []))[1]
                 if not named or named[-1] is not policy:
                     named.append(policy)
             shadows = policy.trigger.consume and kind in ("exact", "phrase", "any")
-            for text in reachable_texts(policy):
-                words = folded_words(text)
+            for words in folded:
                 if shadows:
                     self._texts.setdefault(words, []).append(policy)
                 if kind == "exact":
@@ -354,8 +356,10 @@ class _Earlier:
     policy: Policy
     length: int
     constraint: Constraint | Bound
-
-
+    values: frozenset[tuple[str, str]] = frozenset()
+    """the constraint's values as the composer compares them"""
+    names: bool = False
+    """the policy names the text"""
 @dataclass
 class _Clash:
     """The later policies whose rule clashes on one text, code and plan field; the first is
@@ -366,14 +370,19 @@ class _Clash:
     later: list[str]
 
 
-def _meets(first: Policy, second: Policy, namers: set[str], now: datetime) -> bool:
+def _meets(
+    first: _Earlier, second: Policy, second_names: bool, now: datetime, meet: dict[object, bool]
+) -> bool:
     """On a text: one of the two names it, both apply (the earlier does not consume the
-    later's words), their windows meet."""
-    return (
-        (first.id in namers or second.id in namers)
-        and not (first.trigger.consume and second.trigger.kind != "always")
-        and _windows_meet(first, second, now)
-    )
+    later's words), their windows meet (``meet``: known answers by window pair)."""
+    skipped = first.policy.trigger.consume and second.trigger.kind != "always"
+    if skipped or not (first.names or second_names):
+        return False
+    windows = (_window(first.policy), _window(second))
+    known = meet.get(windows)
+    if known is None:
+        known = meet[windows] = _windows_meet(first.policy, second, now)
+    return known
 
 
 _Keyed = list[tuple[Constraint, tuple[object, ...]]]
@@ -409,6 +418,7 @@ class _TextClashes:
         """catalog field -> the first policy of each kind of constraint on it"""
         self.earlier_bounds: dict[tuple[object, ...], _Earlier] = {}
         self.found: dict[tuple[str, str], _Clash] = {}
+        self.meet: dict[object, bool] = {}
 
     def note(self, code: str, key: str, pair: _Together, message: str, path: Loc) -> None:
         second = pair.second
@@ -422,26 +432,35 @@ class _TextClashes:
     def add(self, second: Policy, length: int, facts: _Facts) -> None:
         """Compare ``second`` with the earlier policies, then count it among them."""
         mine_all, mine_bounds = facts.of(second)
-        for mine, _ in mine_all:
-            self._constraint(second, length, mine)
+        names = second.id in self.namers
+        for mine, kind in mine_all:
+            self._constraint(second, length, names, mine, kind)
         for mine_bound in mine_bounds:
-            self._bound(second, length, mine_bound)
-        standing = (second.trigger.consume, _window(second), second.id in self.namers)
+            self._bound(second, length, names, mine_bound)
+        standing = (second.trigger.consume, _window(second), names)
         for mine, kind in mine_all:
             on_field = self.earlier.setdefault(mine.field, {})
-            on_field.setdefault((*kind, *standing), _Earlier(second, length, mine))
+            values = kind[2]
+            assert isinstance(values, frozenset)
+            on_field.setdefault((*kind, *standing), _Earlier(second, length, mine, values, names))
         for mine_bound in mine_bounds:
             key = (mine_bound.side, mine_bound.value, *standing)
-            self.earlier_bounds.setdefault(key, _Earlier(second, length, mine_bound))
+            self.earlier_bounds.setdefault(key, _Earlier(second, length, mine_bound, names=names))
 
-    def _constraint(self, second: Policy, length: int, mine: Constraint) -> None:
+    def _constraint(
+        self, second: Policy, length: int, names: bool, mine: Constraint, kind: tuple[object, ...]
+    ) -> None:
         dropped = contradicted = False
+        values = kind[2]
+        assert isinstance(values, frozenset)
         for rep in self.earlier.get(mine.field, {}).values():
             other = rep.constraint
-            if not isinstance(other, Constraint) or not _meets(rep.policy, second, self.namers, self.now):
+            if not isinstance(other, Constraint) or not _meets(rep, second, names, self.now, self.meet):
                 continue
             pair = _Together(self.text.shown, rep.policy, second, rep.length, length)
-            if not dropped and disjoint_on_one_key(other, mine) and _composer_drops(other, mine):
+            key = mine.plan_key
+            disjoint = key is not None and other.plan_key == key and not values & rep.values
+            if not dropped and disjoint and _composer_drops(other, mine):
                 dropped = True
                 held = other.strategy == "override"
                 consumed = f", although '{second.id}' consumed the shopper's words" if held else ""
@@ -464,10 +483,10 @@ class _TextClashes:
             if dropped and contradicted:
                 return
 
-    def _bound(self, second: Policy, length: int, mine: Bound) -> None:
+    def _bound(self, second: Policy, length: int, names: bool, mine: Bound) -> None:
         for rep in self.earlier_bounds.values():
             other = rep.constraint
-            if not isinstance(other, Bound) or not _meets(rep.policy, second, self.namers, self.now):
+            if not isinstance(other, Bound) or not _meets(rep, second, names, self.now, self.meet):
                 continue
             if crossed(mine, other) or crossed(other, mine):
                 first = rep.policy
