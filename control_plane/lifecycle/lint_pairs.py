@@ -492,7 +492,7 @@ class _TextClashes:
                 first = rep.policy
                 pair = _Together(self.text.shown, first, second, rep.length, length)
                 self.note(
-                    "conflicting_filters", "price", pair,
+                    "conflicting_filters", "price bounds", pair,
                     f"price {mine.shown} and the {other.shown} of '{first.id}' cannot both hold: when both"
                     f" apply (e.g. on {pair.text}), the composer keeps the bound of '{first.id}'"
                     f" ({pair.precedence()}) and drops this one",
