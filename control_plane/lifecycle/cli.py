@@ -90,7 +90,7 @@ def _state(state: Any, as_json: bool) -> None:
 
 def cmd_test(args: argparse.Namespace, settings: Settings) -> int:
     from control_plane.bootstrap import directory_service
-    from control_plane.lifecycle.runner import run_suite
+    from control_plane.lifecycle.runner import run_suite, without_plan_cache
     from control_plane.lifecycle.suite import load_suite
 
     if args.version:
@@ -98,7 +98,8 @@ def cmd_test(args: argparse.Namespace, settings: Settings) -> int:
         report = workflow.test(_principal(args, workflow), args.version, time_option(args.now))
     else:
         directory = project_path(args.dir or settings.policies.dir)
-        service = directory_service(connect_engine(settings), settings, directory)
+        # pinned and uncached: the suite runs on this service, its set loaded once
+        service = directory_service(connect_engine(settings), without_plan_cache(settings), directory)
         suite = load_suite(directory)
         try:
             report = run_suite(service, suite, now=now_option(args.now))

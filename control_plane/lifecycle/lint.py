@@ -175,8 +175,7 @@ def lint(
         found += findings
     # a shadowed policy never applies: it conflicts with nothing
     reachable = [p for p in live if p.id not in shadowed]
-    for one, other in index.pairs(reachable):
-        found += lint_pairs.between(one, other, now, category_field, where, index)
+    found += lint_pairs.meetings(index, reachable, now, category_field, where)
     found += unpinned_windows(policy_set.policies, cases, now, horizon)
     return sorted(found, key=_order)
 

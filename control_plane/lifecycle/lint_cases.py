@@ -55,18 +55,22 @@ def unpinned_windows(
     policies: Sequence[Policy], cases: Iterable[Case], now: datetime, horizon: timedelta = DEFAULT_HORIZON
 ) -> Iterator[Finding]:
     """A ``test_unpinned_window`` warning for each (unpinned case, windowed policy it fires)
-    whose window is open at ``now`` or has an edge within ``horizon`` after it."""
+    whose window is open at ``now`` or has an edge within ``horizon`` after it. A case is
+    compared only with the policies one of its words can fire (a text's first word)."""
     windowed = [
         (policy, why)
         for policy in policies
         if policy.enabled and policy.active is not None
         and (why := window_moves(policy.active, now, horizon)) is not None
     ]
+    by_word = _by_first_word(windowed)
     for case in cases:
         if case.now is not None:
             continue
         intent = words(case.intent)
-        for policy, why in windowed:
+        candidates = sorted({n for word in (*intent, None) for n in by_word.get(word, ())})
+        for n in candidates:
+            policy, why = windowed[n]
             if policy.cohorts and not set(policy.cohorts) & set(case.cohorts):
                 continue
             if not fires(policy, intent):
@@ -78,6 +82,19 @@ def unpinned_windows(
                 f" {policy.id!r}, {why}: its result depends on the day it runs. Give the case, or"
                 " its test file, a 'now'",
             )
+
+
+def _by_first_word(windowed: Sequence[tuple[Policy, str]]) -> dict[str | None, list[int]]:
+    """Positions of the windowed policies by the first word of each trigger text (None:
+    ``always``), so a case is compared only with the policies one of its words can fire:
+    cases x windowed policies was the whole cost with many of both."""
+    found: dict[str | None, list[int]] = {}
+    for n, (policy, _) in enumerate(windowed):
+        if policy.trigger.kind == "always":
+            found.setdefault(None, []).append(n)
+        for first in {text[0] for text in map(words, trigger_texts(policy)) if text}:
+            found.setdefault(first, []).append(n)
+    return found
 
 
 def window_moves(window: ActiveWindow, now: datetime, horizon: timedelta) -> str | None:

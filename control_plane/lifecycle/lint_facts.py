@@ -196,7 +196,7 @@ def constraints(policy: Policy, category_field: str | None) -> list[Constraint]:
     return found
 
 
-def _identities(values: Iterable[Value]) -> set[tuple[str, str]]:
+def identities(values: Iterable[Value]) -> set[tuple[str, str]]:
     """Values as the composer compares them (``1`` and ``True`` differ)."""
     return {(type(v).__name__, repr(v)) for v in values}
 
@@ -207,14 +207,14 @@ def excluded(positive: Constraint, exclusion: Constraint) -> bool:
     return (
         positive.kind != "exclude" and exclusion.kind == "exclude"
         and positive.field is not None and positive.field == exclusion.field
-        and _identities(positive.values) <= _identities(exclusion.values)
+        and identities(positive.values) <= identities(exclusion.values)
     )
 
 
 def disjoint_on_one_key(first: Constraint, second: Constraint) -> bool:
     return (
         first.plan_key is not None and first.plan_key == second.plan_key
-        and not _identities(first.values) & _identities(second.values)
+        and not identities(first.values) & identities(second.values)
     )
 
 

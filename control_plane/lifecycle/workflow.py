@@ -53,7 +53,7 @@ from control_plane.lifecycle import lineage, regression
 from control_plane.lifecycle import lint as linting
 from control_plane.lifecycle.changes import policy_diff, summary, touched_policies
 from control_plane.lifecycle.keys import Principal
-from control_plane.lifecycle.runner import SuiteReport, run_suite
+from control_plane.lifecycle.runner import SuiteReport, run_suite, without_plan_cache
 from control_plane.lifecycle.store import Event, LifecycleStore
 from control_plane.lifecycle.suite import Suite, load_suite, suite_from_json
 from control_plane.loader import PYDANTIC_CODES, build_policy_set, load_policy_set, policy_locations
@@ -334,7 +334,7 @@ class Workflow:
             version = subject["version"] = self.resolve_version(version)
         suite = self._suite(self._suite_sha(version)) or suite_from_json({"cases": []})
         at = self.clock()
-        with self.pinned_service(version) as service:
+        with self.pinned_service(version, plan_cache=False) as service:  # the run's own: set read once
             report = run_suite(service, suite, now=now or at)
         self.store.record(self.store.new_event(
             principal.name, "test", at, version=version, suite_sha256=suite.sha256,
@@ -491,8 +491,9 @@ class Workflow:
         return linting.mapping_fields_of(mapping)
 
     @contextmanager
-    def pinned_service(self, version: str) -> Iterator[SearchService]:
-        service = SearchService(self.settings, self.engine, self.profile, index=self.index_of(version))
+    def pinned_service(self, version: str, *, plan_cache: bool = True) -> Iterator[SearchService]:
+        settings = self.settings if plan_cache else without_plan_cache(self.settings)
+        service = SearchService(settings, self.engine, self.profile, index=self.index_of(version))
         try:
             yield service
         finally:

@@ -143,3 +143,31 @@ def test_the_fixture_suite_pins_by_file_and_by_case() -> None:
 def test_the_demo_suite_has_no_unpinned_window(capsys: pytest.CaptureFixture[str], now: str) -> None:
     _, lines = _lint_cli(capsys, str(ROOT / "policies"), "--now", now)
     assert not [line for line in lines if "test_unpinned_window" in line], lines
+
+
+def test_the_word_index_finds_what_comparing_every_case_with_every_policy_finds() -> None:
+    from control_plane.lifecycle.lint_cases import fires, unpinned_windows, window_moves, words
+
+    texts = ["chocolate", "dark chocolate", "jus d'orange", "oranges", "tea"]
+    triggers: list[dict[str, Any]] = [
+        {"phrase": [texts[n % 5]]} for n in range(5)
+    ] + [{"any": [t, "budget"]} for t in texts] + [{"exact": [t]} for t in texts] + [
+        {"pattern": ["(without|sans) {allergen}"]}, {"always": True},
+    ]
+    policies = [
+        campaign(triggers[n % len(triggers)], *SUMMER).model_copy(
+            update={"id": f"c{n:02d}", "cohorts": ("vip",) if n % 7 == 0 else ()}
+        )
+        for n in range(40)
+    ]
+    intents = ["cheap chocolate", "un jus d'orange", "Oranges", "tea sans lait", "budget", "nothing here"]
+    cases = [case(i, cohorts=["vip"] if n % 2 else []) for n, i in enumerate(intents)]
+    found = [(f.policy_id, f.message) for f in unpinned_windows(policies, cases, NOW)]
+    naive = [
+        (policy.id, c.intent) for c in cases for policy in policies
+        if policy.active is not None and window_moves(policy.active, NOW, timedelta(days=365))
+        and (not policy.cohorts or set(policy.cohorts) & set(c.cohorts)) and fires(policy, words(c.intent))
+    ]
+    assert len(found) == len(naive) > len(cases)
+    assert [pid for pid, _ in found] == [pid for pid, _ in naive]
+    assert all(repr(intent) in message for (_, message), (_, intent) in zip(found, naive, strict=True))
