@@ -331,12 +331,13 @@ def compose(
                 f"consuming '{' '.join(s.text for s in spans)}' would leave no words to search"
                 " and the plan has no category, filter, price, pin or browse route"
             )
-            skipped.append(Skipped(policy_id=policy.id, code="would_empty_intent", reason=reason))
+            skip = made(Skipped, {"policy_id": policy.id, "code": "would_empty_intent", "reason": reason})
+            skipped.append(skip)
             state = before
             continue
-        consumed.extend((span, policy.id) for span in spans)
         applied_ids.append(policy.id)  # the plan's ``applied``, set once after the cascade
         if spans:
+            consumed.extend((span, policy.id) for span in spans)
             left.consume(spans)
         if spans or state.rewrites is not before.rewrites:  # else the residual is unchanged
             state = state.with_plan(residual=left.text(state.rewrites))
@@ -353,29 +354,35 @@ def compose(
             )
         )
     state = finish_price(state, context.price_stats).with_plan(applied=tuple(applied_ids))
-    explanation = Explanation(
-        policy_set_version=policy_set.version,
-        intent=intent,
-        matched=tuple(
+    matched = []
+    for turn in turns:
+        policy = turn.actor.policy
+        matched.append(
             made(
                 MatchedPolicy,
                 {
-                    "policy_id": turn.actor.policy.id,
-                    "kind": turn.actor.policy.kind,
-                    "priority": turn.actor.policy.priority,
-                    "trigger": turn.actor.policy.trigger.kind,
+                    "policy_id": policy.id,
+                    "kind": policy.kind,
+                    "priority": policy.priority,
+                    "trigger": policy.trigger.kind,
                     "spans": turn.footprint,
                 },
             )
-            for turn in turns
-        ),
-        applied=tuple(applied),
-        skipped=tuple(skipped),
-        residual=state.plan.residual,
-        resolutions=state.resolutions,
-        captures=tuple(captures),
+        )
+    explanation = made(
+        Explanation,
+        {
+            "policy_set_version": policy_set.version,
+            "intent": intent,
+            "matched": tuple(matched),
+            "applied": tuple(applied),
+            "skipped": tuple(skipped),
+            "residual": state.plan.residual,
+            "resolutions": state.resolutions,
+            "captures": tuple(captures),
+        },
     )
-    return Composition(plan=state.plan, explanation=explanation)
+    return made(Composition, {"plan": state.plan, "explanation": explanation})
 
 
 # --- order -------------------------------------------------------------------------------
