@@ -235,6 +235,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+import control_plane.composer_state as composer_state
 from control_plane.composer_captures import bind
 from control_plane.composer_fields import apply
 from control_plane.composer_price import StatsLike, finish_price
@@ -291,7 +292,7 @@ def compose(
     index = policy_set.lookups()
     turns = _turns(policy_set, intent, matches)
     vocabularies = index.vocabularies
-    left = _Residual(intent)
+    left = _ReferenceResidual(intent) if composer_state.REFERENCE else _Residual(intent)
     state = State(
         plan=Plan(residual=left.text(())),
         governance=policy_set.governance,
@@ -462,7 +463,7 @@ def _covered(spans: Sequence[Span]) -> int:
 # --- skips -------------------------------------------------------------------------------
 
 
-def _would_empty(state: State, left: _Residual, spans: Sequence[Span]) -> bool:
+def _would_empty(state: State, left: _Left, spans: Sequence[Span]) -> bool:
     """Consuming ``spans`` empties the residual and nothing positive selects products.
     (The cheap test first: once the plan selects products, no residual is computed.)"""
     plan = state.plan
@@ -481,7 +482,7 @@ def _skip(
     policy: Policy,
     footprint: Sequence[Span],
     consumed: Sequence[tuple[Span, str]],
-    left: _Residual,
+    left: _Left,
     context: ComposeContext,
 ) -> Skipped | None:
     if not policy.enabled:
@@ -601,6 +602,30 @@ class _Residual:
         words[first:last] = new_words
 
 
+class _ReferenceResidual:
+    """:class:`_Residual` as the specification says it (the reference path): the residual
+    recomputed by :func:`residual_text` from every span consumed so far."""
+
+    def __init__(self, intent: str, spans: Sequence[Span] = ()) -> None:
+        self._intent = intent
+        self._spans = list(spans)
+
+    def text(self, rewrites: Sequence[RewriteRule]) -> str:
+        return residual_text(self._intent, self._spans, rewrites)
+
+    def free(self, span: Span) -> bool:
+        return not any(span.overlaps(taken) for taken in self._spans)
+
+    def without(self, spans: Sequence[Span]) -> _ReferenceResidual:
+        return _ReferenceResidual(self._intent, [*self._spans, *spans])
+
+    def consume(self, spans: Sequence[Span]) -> None:
+        self._spans.extend(spans)
+
+
+_Left = _Residual | _ReferenceResidual
+
+
 def _folded(text: str) -> tuple[str, list[int]]:
     """``text`` casefolded without accents, and for each folded char its index in ``text``."""
     chars: list[str] = []
@@ -653,14 +678,17 @@ class _Dumped:
             if isinstance(value, tuple):  # a step's "after" is often the next one's "before"
                 entry = (value, [self(item) for item in value])
             else:
-                entry = (value, _dump(value, self))
+                data = value.model_dump(mode="json") if composer_state.REFERENCE else _dump(value, self)
+                entry = (value, data)
             self._seen[id(value)] = entry
         return entry[1]
 
     def extended(self, old: tuple[object, ...], new: object) -> Any:
         """``self(new)``, where ``new`` is often ``old`` with items appended (a boost, a pin):
         then only the new items are dumped (``old`` must have been dumped already)."""
-        if type(new) is not tuple or len(new) <= len(old) or id(new) in self._seen:
+        if composer_state.REFERENCE or type(new) is not tuple or len(new) <= len(old):
+            return self(new)
+        if id(new) in self._seen:
             return self(new)
         for before, after in zip(old, new[: len(old)], strict=True):
             if before is not after:
