@@ -7,7 +7,7 @@ the specification; ``tests/composer/cases/*.yaml`` are its worked examples. Help
 :mod:`control_plane.composer_captures` (captures, vocabularies, context values),
 :mod:`control_plane.composer_fields` (one function per plan field),
 :mod:`control_plane.composer_price` (price bounds) and :mod:`control_plane.composer_state`
-(the frozen working state and the wording of precedence).
+(the working state, its per-step draft and the wording of precedence).
 
 1. Inputs
 ---------
@@ -536,13 +536,15 @@ class _Residual:
     text is the runs' words joined, never a sort of every consumed span again:
     ``text(rewrites)`` is :func:`residual_text` of the spans consumed so far."""
 
-    __slots__ = ("_ends", "_intent", "_starts", "_words")
+    __slots__ = ("_ends", "_intent", "_starts", "_taken", "_words")
 
     def __init__(self, intent: str) -> None:
         self._intent = intent
         self._starts: list[int] = [0] if intent else []
         self._ends: list[int] = [len(intent)] if intent else []
         self._words: list[str] = [" ".join(intent.split())] if intent else []
+        self._taken = bytearray(len(intent))
+        """1 for each consumed character"""
 
     def text(self, rewrites: Sequence[RewriteRule]) -> str:
         text = " ".join([words for words in self._words if words])
@@ -551,17 +553,15 @@ class _Residual:
         return text
 
     def free(self, span: Span) -> bool:
-        """No consumed span overlaps ``span``: it lies within one run."""
-        index = self._first(span.start)
-        if index == len(self._starts):
-            return False
-        return self._starts[index] <= span.start and span.end <= self._ends[index]
+        """No consumed span overlaps ``span``."""
+        return self._taken.find(1, span.start, span.end) < 0
 
     def without(self, spans: Sequence[Span]) -> _Residual:
         """A copy that also consumed ``spans`` (this one is unchanged)."""
         new = object.__new__(_Residual)
         new._intent = self._intent
         new._starts, new._ends, new._words = list(self._starts), list(self._ends), list(self._words)
+        new._taken = bytearray(self._taken)
         new.consume(spans)
         return new
 
@@ -582,6 +582,7 @@ class _Residual:
         return low
 
     def _cut(self, start: int, end: int) -> None:
+        self._taken[start:end] = b"\x01" * (end - start)
         starts, ends, words, intent = self._starts, self._ends, self._words, self._intent
         first = last = self._first(start)
         while last < len(starts) and starts[last] < end:  # the runs the span overlaps
@@ -690,21 +691,24 @@ class _Dumped:
             return self(new)
         if id(new) in self._seen:
             return self(new)
-        for before, after in zip(old, new[: len(old)], strict=True):
-            if before is not after:
-                return self(new)
+        if list(map(id, old)) != list(map(id, new[: len(old)])):  # not the same items
+            return self(new)
         data = [*self._seen[id(old)][1], *(self(item) for item in new[len(old) :])]
         self._seen[id(new)] = (new, data)
         return data
 
 
 def _finite(values: Sequence[object]) -> bool:
-    return all(type(v) is not float or math.isfinite(v) for v in values)
+    """No value is a float that is not finite (the type test runs in C: most values are
+    strings)."""
+    return float not in map(type, values) or all(
+        math.isfinite(v) for v in values if isinstance(v, float)
+    )
 
 
 def _dump(model: BaseModel, dumped: _Dumped) -> Any:
     """``model.model_dump(mode="json")``, written out for the plan's value models (the same
-    keys in the same order; ``tests/composer/test_dumps.py`` holds it to pydantic's). A
+    keys in the same order; ``tests/composer/test_incremental.py`` holds it to pydantic's). A
     value pydantic would convert (a float that is not finite) goes through pydantic."""
     kind = type(model)
     data = model.__dict__
@@ -713,21 +717,21 @@ def _dump(model: BaseModel, dumped: _Dumped) -> Any:
         if data["match"] != "terms":
             out["match"] = data["match"]
         return out
-    if kind is Boost and _finite((*data["values"], data["weight"])):
+    if kind is Boost and math.isfinite(data["weight"]) and _finite(data["values"]):
         return {
             "field": data["field"], "values": list(data["values"]), "weight": data["weight"],
             "policy": data["policy"],
         }
-    if kind is Bound and _finite((data["value"],)):
+    if kind is Bound and math.isfinite(data["value"]):
         return {"value": data["value"], "policy": data["policy"], "relative": data["relative"]}
     if kind is PriceBounds:
         low, high = data["min"], data["max"]
         return {
             "min": None if low is None else dumped(low), "max": None if high is None else dumped(high)
         }
-    if kind is Weight and _finite((data["value"],)):
+    if kind is Weight and math.isfinite(data["value"]):
         return {"value": data["value"], "policy": data["policy"]}
-    if kind is Sponsored and _finite((data["weight"],)):
+    if kind is Sponsored and math.isfinite(data["weight"]):
         return {"ids": list(data["ids"]), "weight": data["weight"], "policy": data["policy"]}
     return model.model_dump(mode="json")
 

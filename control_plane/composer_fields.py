@@ -114,10 +114,10 @@ def _meet(
         return state, proposed
     holder = state.holds.get(key)
     narrows = strategy in ("override", "intersect")
-    policies = current.policies + ((actor.id,) if actor.id not in current.policies else ())
     if holder is not None and not (actor.consumes and narrows):
         reason = f"{what} is held by the override of '{holder.id}' ({precedence(holder, actor)})"
         return state.record(key, "override", holder, [actor], reason), current
+    policies = current.policies + ((actor.id,) if actor.id not in current.policies else ())
     if strategy == "merge":
         merged = canonical((*current.values, *proposed.values))
         return state, replaced(current, {"values": merged, "policies": policies})

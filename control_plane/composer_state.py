@@ -3,7 +3,9 @@
 A :class:`State` is the plan so far plus the bookkeeping the field strategies need: which
 policy first set a field, which override holds it, price claims waiting for the final
 category, and the resolutions recorded on the way. It is frozen: every strategy returns a
-new one. Nothing here depends on dict or set iteration order.
+new one, except that inside one step of the cascade the composer hands the strategies a
+:class:`Draft`, which they change in place (ADR 0021). Nothing here depends on dict or set
+iteration order.
 """
 
 from __future__ import annotations
