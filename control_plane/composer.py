@@ -236,15 +236,16 @@ from typing import Any
 from pydantic import BaseModel
 
 import control_plane.composer_state as composer_state
-from control_plane.composer_captures import bind
+from control_plane.composer_captures import Binding, VocabularyIndex, bind
 from control_plane.composer_fields import apply
 from control_plane.composer_price import StatsLike, finish_price
-from control_plane.composer_state import Actor, Draft, State, made
+from control_plane.composer_state import Actor, Draft, Remembered, State, made
 from control_plane.money import MoneyNotation
 from control_plane.plan import (
     AppliedStep,
     Boost,
     Bound,
+    CapturedText,
     CaptureMapping,
     Change,
     Composition,
@@ -311,10 +312,7 @@ def compose(
         if skip is not None:
             skipped.append(skip)
             continue
-        binding = bind(
-            policy, turn.match.captures, vocabularies, context.market, index.rule_captures[policy.id],
-            money=context.money,
-        )
+        binding = _bound(policy, turn.match.captures, vocabularies, context, index.rule_captures[policy.id])
         captures.extend(binding.mappings)
         if binding.problem is not None:
             problem = binding.problem
@@ -384,6 +382,34 @@ def compose(
         },
     )
     return made(Composition, {"plan": state.plan, "explanation": explanation})
+
+
+#: (policy, the set's vocabularies, the captured words, market, money) -> its binding
+_BINDINGS: Remembered[Binding] = Remembered()
+
+
+def _bound(
+    policy: Policy,
+    captures: Sequence[CapturedText],
+    vocabularies: Mapping[str, VocabularyIndex],
+    context: ComposeContext,
+    rule_captures: Sequence[tuple[str, ...]],
+) -> Binding:
+    """``bind(...)``, remembered: a binding is a function of the policy, the vocabularies,
+    the captured words in span order, the market and the money notation (patterns such as
+    "under {amount}" see the same few words again and again)."""
+    if not captures:  # ``bind`` remembers these itself
+        return bind(policy, captures, vocabularies, context.market, rule_captures, money=context.money)
+    words = tuple((c.name, c.text) for c in sorted(captures, key=_capture_order))
+    found = _BINDINGS.get(policy, words, context.market, context.money, also=vocabularies)
+    if found is not None:
+        return found
+    binding = bind(policy, captures, vocabularies, context.market, rule_captures, money=context.money)
+    return _BINDINGS.put(policy, binding, words, context.market, context.money, also=vocabularies)
+
+
+def _capture_order(capture: CapturedText) -> tuple[int, int, str, str]:
+    return (capture.span.start, capture.span.end, capture.name, capture.text)
 
 
 # --- order -------------------------------------------------------------------------------

@@ -21,8 +21,19 @@ import control_plane.composer as composer
 import control_plane.composer_state as composer_state
 from control_plane.composer import ComposeContext, compose, residual_text
 from control_plane.composer_state import Remembered, State
-from control_plane.plan import Boost, Bound, Constraint, Match, Plan, PriceBounds, Span, Sponsored, Weight
-from control_plane.policy import Governance, PolicySet, RewriteRule
+from control_plane.plan import (
+    Boost,
+    Bound,
+    CapturedText,
+    Constraint,
+    Match,
+    Plan,
+    PriceBounds,
+    Span,
+    Sponsored,
+    Weight,
+)
+from control_plane.policy import Governance, PolicySet, RewriteRule, Vocabulary
 from tests.composer.casefile import all_cases, policy_set
 from tests.composer.test_properties import SETS, LinearStats, requests
 
@@ -284,3 +295,28 @@ def test_remembered_values_are_kept_by_identity_and_bounded() -> None:
     table.put(c, "C")  # full: cleared first
     assert (table.get(a, "k"), table.get(b), table.get(c)) == (None, None, "C")
 
+
+
+def test_the_same_policy_object_binds_through_each_set_s_own_vocabularies() -> None:
+    rule = {"exclude": {"field": "allergens", "values": ["{allergen}"], "vocabulary": "allergens"}}
+    trigger = {"pattern": ["(without|sans) {allergen}"], "consume": True}
+    data = {
+        "policies": [{"id": "no-allergen", "priority": 75, "trigger": trigger, "rules": [rule]}],
+        "vocabularies": [{"name": "allergens", "entries": {"en:peanuts": ["arachide"]}}],
+    }
+    first = policy_set(data, version="v1")
+    renamed = Vocabulary.model_validate({"name": "allergens", "entries": {"peanuts": ["arachide"]}})
+    second = PolicySet(  # a new version keeping the policy object, with another vocabulary
+        version="v2", policies=first.policies, vocabularies=(renamed,), governance=first.governance
+    )
+    assert second.policies[0] is first.policies[0]
+    intent = "chocolate sans arachide"
+    span = Span(start=10, end=14, text="sans")
+    words = Span(start=15, end=23, text="arachide")
+    capture = CapturedText(name="allergen", text="arachide", span=words)
+    found = Match(policy_id="no-allergen", spans=(span,), captures=(capture,))
+    context = ComposeContext(category_field="categories", price_stats={"_all": LinearStats()})
+    for _ in range(2):
+        for policies, expected in ((first, ("en:peanuts",)), (second, ("peanuts",))):
+            plan = compose(policies, intent, [found], context).plan
+            assert [c.values for c in plan.exclusions] == [expected]
