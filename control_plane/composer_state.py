@@ -198,6 +198,7 @@ class Remembered(Generic[_V]):
         self._entries[(id(owner), id(also), *keys)] = (owner, also, value)
         return value
 
+
 _M = TypeVar("_M", bound=BaseModel)
 _set = object.__setattr__
 _new = object.__new__
