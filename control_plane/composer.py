@@ -401,11 +401,12 @@ def _bound(
     if not captures:  # ``bind`` remembers these itself
         return bind(policy, captures, vocabularies, context.market, rule_captures, money=context.money)
     words = tuple((c.name, c.text) for c in sorted(captures, key=_capture_order))
-    found = _BINDINGS.get(policy, words, context.market, context.money, also=vocabularies)
+    held = (vocabularies, context.money)  # by identity: a money notation holds a dict
+    found = _BINDINGS.get(policy, words, context.market, also=held)
     if found is not None:
         return found
     binding = bind(policy, captures, vocabularies, context.market, rule_captures, money=context.money)
-    return _BINDINGS.put(policy, binding, words, context.market, context.money, also=vocabularies)
+    return _BINDINGS.put(policy, binding, words, context.market, also=held)
 
 
 def _capture_order(capture: CapturedText) -> tuple[int, int, str, str]:

@@ -176,26 +176,31 @@ _V = TypeVar("_V")
 
 class Remembered(Generic[_V]):
     """Values computed from an immutable object of the policy set (a policy, a rule body),
-    optionally a second one (``also``: the set's vocabularies) and a few plain keys,
-    remembered across composes by the objects' identity: what a policy's rule proposes does
-    not change until a new version brings new objects. An entry holds its objects, so
-    their ids are never reused while it is remembered; the table is bounded (cleared when
-    full: bodies with substituted captures are new per compose)."""
+    optionally other objects (``also``: the set's vocabularies, the catalog's money
+    notation) and a few hashable keys, remembered across composes by the objects'
+    identity: what a policy's rule proposes does not change until a new version brings new
+    objects. An entry holds its objects, so their ids are never reused while it is
+    remembered; the table is bounded (cleared when full: bodies with substituted captures
+    are new per compose)."""
 
     def __init__(self, limit: int = 16_384) -> None:
-        self._entries: dict[tuple[object, ...], tuple[object, object, _V]] = {}
+        self._entries: dict[tuple[object, ...], tuple[object, tuple[object, ...], _V]] = {}
         self._limit = limit
 
-    def get(self, owner: object, *keys: object, also: object = None) -> _V | None:
+    def get(self, owner: object, *keys: object, also: tuple[object, ...] = ()) -> _V | None:
         if REFERENCE:
             return None
-        entry = self._entries.get((id(owner), id(also), *keys))
-        return entry[2] if entry is not None and entry[0] is owner and entry[1] is also else None
+        entry = self._entries.get((id(owner), len(also), *map(id, also), *keys))
+        if entry is None or entry[0] is not owner:
+            return None
+        if any(held is not given for held, given in zip(entry[1], also, strict=True)):
+            return None
+        return entry[2]
 
-    def put(self, owner: object, value: _V, *keys: object, also: object = None) -> _V:
+    def put(self, owner: object, value: _V, *keys: object, also: tuple[object, ...] = ()) -> _V:
         if len(self._entries) >= self._limit:
             self._entries.clear()
-        self._entries[(id(owner), id(also), *keys)] = (owner, also, value)
+        self._entries[(id(owner), len(also), *map(id, also), *keys)] = (owner, also, value)
         return value
 
 

@@ -21,6 +21,7 @@ import control_plane.composer as composer
 import control_plane.composer_state as composer_state
 from control_plane.composer import ComposeContext, compose, residual_text
 from control_plane.composer_state import Remembered, State
+from control_plane.money import MoneyNotation
 from control_plane.plan import (
     Boost,
     Bound,
@@ -320,3 +321,27 @@ def test_the_same_policy_object_binds_through_each_set_s_own_vocabularies() -> N
         for policies, expected in ((first, ("en:peanuts",)), (second, ("peanuts",))):
             plan = compose(policies, intent, [found], context).plan
             assert [c.values for c in plan.exclusions] == [expected]
+
+
+def test_a_remembered_binding_is_per_money_notation() -> None:
+    """The same policy and captured words read through another money notation (a notation
+    holds a dict: it is kept by identity, never hashed)."""
+    policies = SETS["captures"]
+    intent = "chocolate under 2k"
+    found = Match(
+        policy_id="under",
+        spans=(Span(start=10, end=15, text="under"),),
+        captures=(CapturedText(name="amount", text="2k", span=Span(start=16, end=18, text="2k")),),
+    )
+    rupees = MoneyNotation(currency="INR", multipliers={"k": 1000.0})
+    stats = {"_all": LinearStats()}
+    with_money = ComposeContext(category_field="categories", price_stats=stats, money=rupees)
+    built_in = ComposeContext(category_field="categories", price_stats=stats)
+    for _ in range(2):
+        for context in (with_money, built_in):
+            expected = _reference(policies, intent, [found], context)
+            assert _fast(policies, intent, [found], context) == expected
+    plan = compose(policies, intent, [found], with_money).plan
+    assert plan.price.max is not None and plan.price.max.value == 2000.0
+    skipped = compose(policies, intent, [found], built_in).explanation.skipped
+    assert [s.code for s in skipped] == ["capture_unmapped"]
