@@ -7,7 +7,7 @@ the specification; ``tests/composer/cases/*.yaml`` are its worked examples. Help
 :mod:`control_plane.composer_captures` (captures, vocabularies, context values),
 :mod:`control_plane.composer_fields` (one function per plan field),
 :mod:`control_plane.composer_price` (price bounds) and :mod:`control_plane.composer_state`
-(the frozen working state and the wording of precedence).
+(the working state, its per-step draft and the wording of precedence).
 
 1. Inputs
 ---------
@@ -226,6 +226,7 @@ the ceiling after folding drops the bound of the lower-precedence policy.
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
@@ -234,22 +235,30 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from control_plane.composer_captures import bind
+import control_plane.composer_state as composer_state
+from control_plane.composer_captures import Binding, VocabularyIndex, bind
 from control_plane.composer_fields import apply
 from control_plane.composer_price import StatsLike, finish_price
-from control_plane.composer_state import Actor, State, made
+from control_plane.composer_state import Actor, Draft, Remembered, State, made
 from control_plane.money import MoneyNotation
 from control_plane.plan import (
     AppliedStep,
+    Boost,
+    Bound,
+    CapturedText,
     CaptureMapping,
     Change,
     Composition,
+    Constraint,
     Explanation,
     Match,
     MatchedPolicy,
     Plan,
+    PriceBounds,
     Skipped,
     Span,
+    Sponsored,
+    Weight,
 )
 from control_plane.policy import SPECIFICITY, Policy, PolicySet, RewriteRule
 
@@ -284,8 +293,9 @@ def compose(
     index = policy_set.lookups()
     turns = _turns(policy_set, intent, matches)
     vocabularies = index.vocabularies
+    left = _ReferenceResidual(intent) if composer_state.REFERENCE else _Residual(intent)
     state = State(
-        plan=Plan(residual=residual_text(intent, (), ())),
+        plan=Plan(residual=left.text(())),
         governance=policy_set.governance,
         category_field=context.category_field,
         actors={turn.actor.id: turn.actor for turn in turns},
@@ -298,14 +308,11 @@ def compose(
     applied_ids: list[str] = []
     for turn in turns:
         policy = turn.actor.policy
-        skip = _skip(policy, turn.footprint, consumed, context)
+        skip = _skip(policy, turn.footprint, consumed, left, context)
         if skip is not None:
             skipped.append(skip)
             continue
-        binding = bind(
-            policy, turn.match.captures, vocabularies, context.market, index.rule_captures[policy.id],
-            money=context.money,
-        )
+        binding = _bound(policy, turn.match.captures, vocabularies, context, index.rule_captures[policy.id])
         captures.extend(binding.mappings)
         if binding.problem is not None:
             problem = binding.problem
@@ -314,22 +321,25 @@ def compose(
             )
             continue
         before = state
+        state = state.draft()  # changed in place by this step's rules; ``before`` stays
         for body in binding.bodies:
             state = apply(state, turn.actor, body)
         spans = turn.footprint if policy.trigger.consume else ()
-        if _would_empty(intent, state, consumed, spans):
+        if _would_empty(state, left, spans):
             reason = (
                 f"consuming '{' '.join(s.text for s in spans)}' would leave no words to search"
                 " and the plan has no category, filter, price, pin or browse route"
             )
-            skipped.append(Skipped(policy_id=policy.id, code="would_empty_intent", reason=reason))
+            skip = made(Skipped, {"policy_id": policy.id, "code": "would_empty_intent", "reason": reason})
+            skipped.append(skip)
             state = before
             continue
-        consumed.extend((span, policy.id) for span in spans)
         applied_ids.append(policy.id)  # the plan's ``applied``, set once after the cascade
+        if spans:
+            consumed.extend((span, policy.id) for span in spans)
+            left.consume(spans)
         if spans or state.rewrites is not before.rewrites:  # else the residual is unchanged
-            residual = residual_text(intent, [span for span, _ in consumed], state.rewrites)
-            state = state.with_plan(residual=residual)
+            state = state.with_plan(residual=left.text(state.rewrites))
         applied.append(
             made(
                 AppliedStep,
@@ -343,29 +353,64 @@ def compose(
             )
         )
     state = finish_price(state, context.price_stats).with_plan(applied=tuple(applied_ids))
-    explanation = Explanation(
-        policy_set_version=policy_set.version,
-        intent=intent,
-        matched=tuple(
+    matched = []
+    for turn in turns:
+        policy = turn.actor.policy
+        matched.append(
             made(
                 MatchedPolicy,
                 {
-                    "policy_id": turn.actor.policy.id,
-                    "kind": turn.actor.policy.kind,
-                    "priority": turn.actor.policy.priority,
-                    "trigger": turn.actor.policy.trigger.kind,
+                    "policy_id": policy.id,
+                    "kind": policy.kind,
+                    "priority": policy.priority,
+                    "trigger": policy.trigger.kind,
                     "spans": turn.footprint,
                 },
             )
-            for turn in turns
-        ),
-        applied=tuple(applied),
-        skipped=tuple(skipped),
-        residual=state.plan.residual,
-        resolutions=state.resolutions,
-        captures=tuple(captures),
+        )
+    explanation = made(
+        Explanation,
+        {
+            "policy_set_version": policy_set.version,
+            "intent": intent,
+            "matched": tuple(matched),
+            "applied": tuple(applied),
+            "skipped": tuple(skipped),
+            "residual": state.plan.residual,
+            "resolutions": state.resolutions,
+            "captures": tuple(captures),
+        },
     )
-    return Composition(plan=state.plan, explanation=explanation)
+    return made(Composition, {"plan": state.plan, "explanation": explanation})
+
+
+#: (policy, the set's vocabularies, the captured words, market, money) -> its binding
+_BINDINGS: Remembered[Binding] = Remembered()
+
+
+def _bound(
+    policy: Policy,
+    captures: Sequence[CapturedText],
+    vocabularies: Mapping[str, VocabularyIndex],
+    context: ComposeContext,
+    rule_captures: Sequence[tuple[str, ...]],
+) -> Binding:
+    """``bind(...)``, remembered: a binding is a function of the policy, the vocabularies,
+    the captured words in span order, the market and the money notation (patterns such as
+    "under {amount}" see the same few words again and again)."""
+    if not captures:  # ``bind`` remembers these itself
+        return bind(policy, captures, vocabularies, context.market, rule_captures, money=context.money)
+    words = tuple((c.name, c.text) for c in sorted(captures, key=_capture_order))
+    held = (vocabularies, context.money)  # by identity: a money notation holds a dict
+    found = _BINDINGS.get(policy, words, context.market, also=held)
+    if found is not None:
+        return found
+    binding = bind(policy, captures, vocabularies, context.market, rule_captures, money=context.money)
+    return _BINDINGS.put(policy, binding, words, context.market, also=held)
+
+
+def _capture_order(capture: CapturedText) -> tuple[int, int, str, str]:
+    return (capture.span.start, capture.span.end, capture.name, capture.text)
 
 
 # --- order -------------------------------------------------------------------------------
@@ -375,6 +420,7 @@ def _turns(policy_set: PolicySet, intent: str, matches: Sequence[Match]) -> list
     index = policy_set.lookups()
     policies = index.by_id
     by_id: dict[str, Match] = {}
+    size = len(intent)
     for found in matches:
         if found.policy_id not in policies:
             raise ValueError(
@@ -382,8 +428,8 @@ def _turns(policy_set: PolicySet, intent: str, matches: Sequence[Match]) -> list
             )
         if found.policy_id in by_id:
             raise ValueError(f"two matches for '{found.policy_id}': the matcher returns one per policy")
-        for span in (*found.spans, *(c.span for c in found.captures)):
-            if not 0 <= span.start < span.end <= len(intent):
+        for span in (*found.spans, *(c.span for c in found.captures)) if found.captures else found.spans:
+            if not 0 <= span.start < span.end <= size:
                 raise ValueError(
                     f"span [{span.start}, {span.end}) of '{found.policy_id}' is empty or outside the intent"
                 )
@@ -393,12 +439,18 @@ def _turns(policy_set: PolicySet, intent: str, matches: Sequence[Match]) -> list
     unordered = []
     for policy_id, found in by_id.items():
         footprint = _footprint(found)
-        unordered.append((policies[policy_id], found, footprint, _covered(footprint)))
-    unordered.sort(key=lambda t: _order_key(t[0], t[3]))
+        policy = policies[policy_id]
+        length = _covered(footprint)
+        unordered.append((_order_key(policy, length), policy, found, footprint, length))
+    unordered.sort(key=_first)  # the keys end with the policy id: never equal
     return [
         _turn(policy, rank, length, found, footprint)
-        for rank, (policy, found, footprint, length) in enumerate(unordered)
+        for rank, (_, policy, found, footprint, length) in enumerate(unordered)
     ]
+
+
+def _first(entry: tuple[Any, ...]) -> Any:
+    return entry[0]
 
 
 def _turn(policy: Policy, rank: int, length: int, found: Match, footprint: tuple[Span, ...]) -> _Turn:
@@ -424,6 +476,8 @@ def _footprint(found: Match) -> tuple[Span, ...]:
 
 def _covered(spans: Sequence[Span]) -> int:
     """Characters covered by the union of ``spans`` (sorted by start)."""
+    if len(spans) == 1:
+        return spans[0].end - spans[0].start
     total, reach = 0, 0
     for span in spans:
         start = max(span.start, reach)
@@ -436,9 +490,7 @@ def _covered(spans: Sequence[Span]) -> int:
 # --- skips -------------------------------------------------------------------------------
 
 
-def _would_empty(
-    intent: str, state: State, consumed: Sequence[tuple[Span, str]], spans: Sequence[Span]
-) -> bool:
+def _would_empty(state: State, left: _Left, spans: Sequence[Span]) -> bool:
     """Consuming ``spans`` empties the residual and nothing positive selects products.
     (The cheap test first: once the plan selects products, no residual is computed.)"""
     plan = state.plan
@@ -448,15 +500,16 @@ def _would_empty(
     )
     if positive or not spans:
         return False
-    if not residual_text(intent, [s for s, _ in consumed], state.rewrites):
+    if not left.text(state.rewrites):
         return False
-    return not residual_text(intent, [*(s for s, _ in consumed), *spans], state.rewrites)
+    return not left.without(spans).text(state.rewrites)
 
 
 def _skip(
     policy: Policy,
     footprint: Sequence[Span],
     consumed: Sequence[tuple[Span, str]],
+    left: _Left,
     context: ComposeContext,
 ) -> Skipped | None:
     if not policy.enabled:
@@ -468,6 +521,8 @@ def _skip(
     if policy.kind == "guard":
         return None
     for span in footprint:
+        if left.free(span):
+            continue
         start, end = span.start, span.end
         for taken, consumer in consumed:
             if start < taken.end and taken.start < end:  # span.overlaps(taken), inlined
@@ -499,6 +554,104 @@ def residual_text(intent: str, consumed: Sequence[Span], rewrites: Sequence[Rewr
     for rule in rewrites:
         text = _rewrite(text, rule)
     return text
+
+
+class _Residual:
+    """What is left of the intent as spans are consumed, kept between the steps of one
+    compose: the runs of the intent that no consumed span covers, in order, each with its
+    words (white space collapsed). Consuming a span cuts only the runs it overlaps, so the
+    text is the runs' words joined, never a sort of every consumed span again:
+    ``text(rewrites)`` is :func:`residual_text` of the spans consumed so far."""
+
+    __slots__ = ("_ends", "_intent", "_starts", "_taken", "_words")
+
+    def __init__(self, intent: str) -> None:
+        self._intent = intent
+        self._starts: list[int] = [0] if intent else []
+        self._ends: list[int] = [len(intent)] if intent else []
+        self._words: list[str] = [" ".join(intent.split())] if intent else []
+        self._taken = bytearray(len(intent))
+        """1 for each consumed character"""
+
+    def text(self, rewrites: Sequence[RewriteRule]) -> str:
+        text = " ".join([words for words in self._words if words])
+        for rule in rewrites:
+            text = _rewrite(text, rule)
+        return text
+
+    def free(self, span: Span) -> bool:
+        """No consumed span overlaps ``span``."""
+        return self._taken.find(1, span.start, span.end) < 0
+
+    def without(self, spans: Sequence[Span]) -> _Residual:
+        """A copy that also consumed ``spans`` (this one is unchanged)."""
+        new = object.__new__(_Residual)
+        new._intent = self._intent
+        new._starts, new._ends, new._words = list(self._starts), list(self._ends), list(self._words)
+        new._taken = bytearray(self._taken)
+        new.consume(spans)
+        return new
+
+    def consume(self, spans: Sequence[Span]) -> None:
+        for span in spans:
+            self._cut(span.start, span.end)
+
+    def _first(self, start: int) -> int:
+        """The index of the first run that ends after ``start``."""
+        ends = self._ends
+        low, high = 0, len(ends)
+        while low < high:
+            middle = (low + high) // 2
+            if ends[middle] <= start:
+                low = middle + 1
+            else:
+                high = middle
+        return low
+
+    def _cut(self, start: int, end: int) -> None:
+        self._taken[start:end] = b"\x01" * (end - start)
+        starts, ends, words, intent = self._starts, self._ends, self._words, self._intent
+        first = last = self._first(start)
+        while last < len(starts) and starts[last] < end:  # the runs the span overlaps
+            last += 1
+        if first == last:
+            return
+        new_starts, new_ends, new_words = [], [], []
+        if starts[first] < start:
+            new_starts.append(starts[first])
+            new_ends.append(start)
+            new_words.append(" ".join(intent[starts[first] : start].split()))
+        if end < ends[last - 1]:
+            new_starts.append(end)
+            new_ends.append(ends[last - 1])
+            new_words.append(" ".join(intent[end : ends[last - 1]].split()))
+        starts[first:last] = new_starts
+        ends[first:last] = new_ends
+        words[first:last] = new_words
+
+
+class _ReferenceResidual:
+    """:class:`_Residual` as the specification says it (the reference path): the residual
+    recomputed by :func:`residual_text` from every span consumed so far."""
+
+    def __init__(self, intent: str, spans: Sequence[Span] = ()) -> None:
+        self._intent = intent
+        self._spans = list(spans)
+
+    def text(self, rewrites: Sequence[RewriteRule]) -> str:
+        return residual_text(self._intent, self._spans, rewrites)
+
+    def free(self, span: Span) -> bool:
+        return not any(span.overlaps(taken) for taken in self._spans)
+
+    def without(self, spans: Sequence[Span]) -> _ReferenceResidual:
+        return _ReferenceResidual(self._intent, [*self._spans, *spans])
+
+    def consume(self, spans: Sequence[Span]) -> None:
+        self._spans.extend(spans)
+
+
+_Left = _Residual | _ReferenceResidual
 
 
 def _folded(text: str) -> tuple[str, list[int]]:
@@ -538,7 +691,8 @@ class _Dumped:
     Frozen plans share what a step did not touch (a tuple of boosts grows by one, its
     earlier boosts are the same objects), so a field is compared by identity first and
     only the values a step made are dumped. The data is what ``model_dump(mode="json")``
-    gives; entries keep their object alive so an id is never reused within one compose.
+    gives (:func:`_dump` for the plan's own value models); entries keep their object alive
+    so an id is never reused within one compose.
     """
 
     def __init__(self) -> None:
@@ -552,22 +706,77 @@ class _Dumped:
             if isinstance(value, tuple):  # a step's "after" is often the next one's "before"
                 entry = (value, [self(item) for item in value])
             else:
-                entry = (value, value.model_dump(mode="json"))
+                data = value.model_dump(mode="json") if composer_state.REFERENCE else _dump(value, self)
+                entry = (value, data)
             self._seen[id(value)] = entry
         return entry[1]
 
+    def extended(self, old: tuple[object, ...], new: object) -> Any:
+        """``self(new)``, where ``new`` is often ``old`` with items appended (a boost, a pin):
+        then only the new items are dumped (``old`` must have been dumped already)."""
+        if composer_state.REFERENCE or type(new) is not tuple or len(new) <= len(old):
+            return self(new)
+        if id(new) in self._seen:
+            return self(new)
+        if list(map(id, old)) != list(map(id, new[: len(old)])):  # not the same items
+            return self(new)
+        data = [*self._seen[id(old)][1], *(self(item) for item in new[len(old) :])]
+        self._seen[id(new)] = (new, data)
+        return data
+
+
+def _finite(values: Sequence[object]) -> bool:
+    """No value is a float that is not finite (the type test runs in C: most values are
+    strings)."""
+    return float not in map(type, values) or all(
+        math.isfinite(v) for v in values if isinstance(v, float)
+    )
+
+
+def _dump(model: BaseModel, dumped: _Dumped) -> Any:
+    """``model.model_dump(mode="json")``, written out for the plan's value models (the same
+    keys in the same order; ``tests/composer/test_incremental.py`` holds it to pydantic's). A
+    value pydantic would convert (a float that is not finite) goes through pydantic."""
+    kind = type(model)
+    data = model.__dict__
+    if kind is Constraint and _finite(data["values"]):
+        out = {"field": data["field"], "values": list(data["values"]), "policies": list(data["policies"])}
+        if data["match"] != "terms":
+            out["match"] = data["match"]
+        return out
+    if kind is Boost and math.isfinite(data["weight"]) and _finite(data["values"]):
+        return {
+            "field": data["field"], "values": list(data["values"]), "weight": data["weight"],
+            "policy": data["policy"],
+        }
+    if kind is Bound and math.isfinite(data["value"]):
+        return {"value": data["value"], "policy": data["policy"], "relative": data["relative"]}
+    if kind is PriceBounds:
+        low, high = data["min"], data["max"]
+        return {
+            "min": None if low is None else dumped(low), "max": None if high is None else dumped(high)
+        }
+    if kind is Weight and math.isfinite(data["value"]):
+        return {"value": data["value"], "policy": data["policy"]}
+    if kind is Sponsored and math.isfinite(data["weight"]):
+        return {"ids": list(data["ids"]), "weight": data["weight"], "policy": data["policy"]}
+    return model.model_dump(mode="json")
+
 
 _CHANGED_FIELDS = tuple(name for name in Plan.model_fields if name != "applied")
+_FIELD_ORDER = {name: position for position, name in enumerate(_CHANGED_FIELDS)}
 
 
 def _changes(before: State, after: State, dumped: _Dumped) -> tuple[Change, ...]:
     changes = []
     old_fields, new_fields = before.plan.__dict__, after.plan.__dict__
-    for name in _CHANGED_FIELDS:
+    touched = after.touched if isinstance(after, Draft) else _CHANGED_FIELDS
+    for name in sorted(touched, key=_FIELD_ORDER.__getitem__) if len(touched) > 1 else touched:
         old_value, new_value = old_fields[name], new_fields[name]
         if old_value is new_value:
             continue
-        old, new = dumped(old_value), dumped(new_value)
+        old = dumped(old_value)
+        new = dumped.extended(old_value, new_value) if type(old_value) is tuple else dumped(new_value)
         if old != new:
             changes.append(made(Change, {"field": name, "before": old, "after": new}))
     for claim in after.prices[len(before.prices) :]:

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from control_plane.composer_state import Remembered
 from control_plane.money import MoneyNotation, Unreadable, parse_amount
 from control_plane.plan import CapturedText, CaptureMapping, DroppedRule
 from control_plane.policy import (
@@ -157,6 +158,10 @@ def _substitute(
     return body.model_copy(update=update) if update else body
 
 
+#: policy -> its rules as written, for a match that captured nothing (most of them)
+_PLAIN: Remembered[Binding] = Remembered()
+
+
 def bind(
     policy: Policy,
     captures: Sequence[CapturedText],
@@ -170,7 +175,9 @@ def bind(
     if rule_captures is None:
         rule_captures = [rule.captures for rule in policy.rules]
     if not captures and not any(rule_captures):  # nothing to bind: the bodies as written
-        return Binding(tuple([rule.body for rule in policy.rules]), (), (), None)
+        return _PLAIN.get(policy) or _PLAIN.put(
+            policy, Binding(tuple([rule.body for rule in policy.rules]), (), (), None)
+        )
     texts: dict[str, list[str]] = {}
     for capture in sorted(captures, key=lambda c: (c.span.start, c.span.end, c.name, c.text)):
         text = " ".join(capture.text.split())

@@ -12,10 +12,12 @@ from typing import assert_never
 from control_plane.composer_price import claim_price
 from control_plane.composer_state import (
     Actor,
+    Remembered,
     State,
     by_field,
     canonical,
     identity,
+    made,
     precedence,
     replaced,
     shown,
@@ -77,6 +79,24 @@ def apply(state: State, actor: Actor, body: RuleBody) -> State:
 # --- category and filters: sets of values on one field ----------------------------------
 
 
+#: (rule body, field, policy id) -> the constraint the rule proposes
+_PROPOSED: Remembered[Constraint] = Remembered()
+#: (rule body, policy id) -> the boost the rule adds
+_BOOSTS: Remembered[Boost] = Remembered()
+
+
+def _proposed(body: CategoryRule | FilterRule | ExcludeRule, field: str, policy: str) -> Constraint:
+    """The constraint a rule proposes on its own: its values canonical, its policy alone
+    (``made``: the rule was validated with its policy; remembered per rule body)."""
+    found = _PROPOSED.get(body, field, policy)
+    if found is not None:
+        return found
+    match = "terms" if isinstance(body, CategoryRule) else body.match or "terms"
+    values = canonical(body.values)
+    constraint = made(Constraint, {"field": field, "values": values, "policies": (policy,), "match": match})
+    return _PROPOSED.put(body, constraint, field, policy)
+
+
 def _meet(
     state: State,
     actor: Actor,
@@ -94,10 +114,10 @@ def _meet(
         return state, proposed
     holder = state.holds.get(key)
     narrows = strategy in ("override", "intersect")
-    policies = current.policies + ((actor.id,) if actor.id not in current.policies else ())
     if holder is not None and not (actor.consumes and narrows):
         reason = f"{what} is held by the override of '{holder.id}' ({precedence(holder, actor)})"
         return state.record(key, "override", holder, [actor], reason), current
+    policies = current.policies + ((actor.id,) if actor.id not in current.policies else ())
     if strategy == "merge":
         merged = canonical((*current.values, *proposed.values))
         return state, replaced(current, {"values": merged, "policies": policies})
@@ -132,7 +152,7 @@ def _meet(
 
 
 def _category(state: State, actor: Actor, body: CategoryRule) -> State:
-    proposed = Constraint(field=state.category_field, values=canonical(body.values), policies=(actor.id,))
+    proposed = _proposed(body, state.category_field, actor.id)
     state, category = _meet(
         state, actor, "category", state.plan.category, proposed, body.strategy, "category"
     )
@@ -144,9 +164,7 @@ def _filter(state: State, actor: Actor, body: FilterRule) -> State:
     key = f"filters.{body.field}" if match == "terms" else f"filters.{body.field}.{match}"
     others = [c for c in state.plan.filters if (c.field, c.match) != (body.field, match)]
     current = next((c for c in state.plan.filters if (c.field, c.match) == (body.field, match)), None)
-    proposed = Constraint(
-        field=body.field, values=canonical(body.values), policies=(actor.id,), match=match
-    )
+    proposed = _proposed(body, body.field, actor.id)
     state, merged = _meet(state, actor, key, current, proposed, body.strategy, f"filter on '{body.field}'")
     for guard in (g for g in state.plan.guards if g.field == body.field):
         lift = "cannot lift it" if body.strategy == "override" else "does not replace it"
@@ -162,9 +180,7 @@ def _exclude(state: State, actor: Actor, body: ExcludeRule) -> State:
     current = next((c for c in state.plan.exclusions if (c.field, c.match) == (body.field, match)), None)
     others = [c for c in state.plan.exclusions if (c.field, c.match) != (body.field, match)]
     if current is None:
-        merged = Constraint(
-            field=body.field, values=canonical(body.values), policies=(actor.id,), match=match
-        )
+        merged = _proposed(body, body.field, actor.id)
     else:
         policies = current.policies + ((actor.id,) if actor.id not in current.policies else ())
         values = canonical((*current.values, *body.values))
@@ -173,10 +189,7 @@ def _exclude(state: State, actor: Actor, body: ExcludeRule) -> State:
 
 
 def _guard(state: State, actor: Actor, body: FilterRule | ExcludeRule) -> State:
-    constraint = Constraint(
-        field=body.field, values=canonical(body.values), policies=(actor.id,),
-        match=body.match or "terms",
-    )
+    constraint = _proposed(body, body.field, actor.id)
     if isinstance(body, ExcludeRule):
         return state.with_plan(guard_exclusions=by_field([*state.plan.guard_exclusions, constraint]))
     for existing in (c for c in state.plan.filters if c.field == body.field):
@@ -189,7 +202,10 @@ def _guard(state: State, actor: Actor, body: FilterRule | ExcludeRule) -> State:
 
 
 def _guard_note(state: State, field: str, guard: str, reason: str) -> State:
-    note = Resolution(field=f"guards.{field}", strategy="guard", winner=guard, losers=(), reason=reason)
+    note = made(
+        Resolution,
+        {"field": f"guards.{field}", "strategy": "guard", "winner": guard, "losers": (), "reason": reason},
+    )
     return state.noted(note)
 
 
@@ -215,7 +231,11 @@ def _boost(state: State, actor: Actor, body: BoostRule | BuryRule) -> State:
             )
             state = state.record(key, "override", actor, [], reason)
         state = state.evolved(holds=with_actor(state.holds, key, actor))
-    boost = Boost(field=body.field, values=canonical(body.values), weight=body.weight, policy=actor.id)
+    boost = _BOOSTS.get(body, actor.id)
+    if boost is None:
+        fields = {"field": body.field, "values": canonical(body.values), "weight": body.weight}
+        boost = made(Boost, {**fields, "policy": actor.id})
+        _BOOSTS.put(body, boost, actor.id)
     return state.with_plan(boosts=(*state.plan.boosts, boost))
 
 
@@ -242,7 +262,7 @@ def _economics(state: State, actor: Actor, body: EconomicsRule) -> State:
             state = state.record(key, "highest_priority", setter, [actor], reason)
             continue
         state = state.evolved(setters=with_actor(state.setters, key, actor))
-        state = state.with_plan(**{key: Weight(value=value, policy=actor.id)})
+        state = state.with_plan(**{key: made(Weight, {"value": value, "policy": actor.id})})
     return state
 
 
@@ -313,5 +333,5 @@ def _sponsored(state: State, actor: Actor, body: SponsoredRule) -> State:
             ids.append(product)
     if not ids:
         return state
-    entry = Sponsored(ids=tuple(ids), weight=body.weight, policy=actor.id)
+    entry = made(Sponsored, {"ids": tuple(ids), "weight": body.weight, "policy": actor.id})
     return state.with_plan(sponsored=(*state.plan.sponsored, entry))

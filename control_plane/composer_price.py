@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
 from typing import Protocol
 
-from control_plane.composer_state import Actor, PriceClaim, Side, State, precedence
+from control_plane.composer_state import Actor, PriceClaim, Side, State, made, precedence
 from control_plane.plan import Bound, Constraint, PriceBounds
 from control_plane.policy import PriceRule, RelativeBound
 
@@ -42,8 +41,33 @@ def claim_price(state: State, actor: Actor, body: PriceRule) -> State:
             claims.append(PriceClaim(side, actor, body.strategy, float(bound)))
     state = state.evolved(prices=tuple(claims))
     resolved = [c for c in state.prices if c.value is not None]
-    bounds = PriceBounds(min=_fold(state, "min", resolved)[1], max=_fold(state, "max", resolved)[1])
+    bounds = made(PriceBounds, {"min": _bound("min", resolved), "max": _bound("max", resolved)})
     return state.with_plan(price=bounds)
+
+
+def _bound(side: Side, claims: Sequence[PriceClaim]) -> Bound | None:
+    """The bound :func:`_fold` gives for ``claims``, without wording its resolutions: during
+    the cascade the plan shows the bound so far, and the contests are recorded once, by
+    :func:`finish_price` (``claims`` are resolved and in application order)."""
+    best: PriceClaim | None = None
+    holder: Actor | None = None
+    for claim in claims:
+        if claim.side != side:
+            continue
+        assert claim.value is not None
+        if best is None or best.value is None:
+            best = claim
+            holder = claim.actor if claim.strategy == "override" else None
+            continue
+        if holder is not None and not claim.actor.consumes:
+            continue
+        if _tighter(side, claim.value, best.value):
+            best = claim
+        if claim.strategy == "override" and holder is None:
+            holder = claim.actor
+    if best is None or best.value is None:
+        return None
+    return made(Bound, {"value": best.value, "policy": best.actor.id, "relative": best.percentile})
 
 
 def _tighter(side: Side, a: float, b: float) -> bool:
@@ -101,7 +125,7 @@ def finish_price(state: State, stats: Mapping[str, StatsLike]) -> State:
         if claim.percentile is not None:
             value, reason = _percentile(claim, state.plan.category, stats)
             state = state.record(f"price.{claim.side}", "relative", claim.actor, [], reason)
-            claim = replace(claim, value=value)
+            claim = PriceClaim(claim.side, claim.actor, claim.strategy, value, claim.percentile, claim.of)
         claims.append(claim)
     state, low = _fold(state, "min", claims)
     state, high = _fold(state, "max", claims)

@@ -3,14 +3,16 @@
 A :class:`State` is the plan so far plus the bookkeeping the field strategies need: which
 policy first set a field, which override holds it, price claims waiting for the final
 category, and the resolutions recorded on the way. It is frozen: every strategy returns a
-new one. Nothing here depends on dict or set iteration order.
+new one, except that inside one step of the cascade the composer hands the strategies a
+:class:`Draft`, which they change in place (ADR 0021). Nothing here depends on dict or set
+iteration order.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Literal, TypeVar
+from typing import Generic, Literal, TypeVar
 
 from pydantic import BaseModel
 
@@ -18,6 +20,11 @@ from control_plane.plan import Constraint, Plan, Resolution
 from control_plane.policy import SPECIFICITY, Governance, Policy, RewriteRule, Value
 
 Side = Literal["min", "max"]
+
+#: on: the reference path, which ``tests/composer/test_incremental.py`` holds the fast one
+#: to: a frozen state per rule, the residual recomputed from every consumed span, pydantic's
+#: dumps, nothing remembered across composes (ADR 0021)
+REFERENCE = False
 
 
 @dataclass(frozen=True)
@@ -105,12 +112,105 @@ class State:
     def noted(self, resolution: Resolution) -> State:
         return self.evolved(resolutions=(*self.resolutions, resolution))
 
+    def draft(self) -> State:
+        """A working copy for one step of the cascade (see :class:`Draft`)."""
+        if REFERENCE:
+            return self
+        new = _new(Draft)
+        values = new.__dict__
+        values.update(self.__dict__)
+        values["touched"] = set()
+        values["own_plan"] = False
+        return new
+
+
+@dataclass(frozen=True)
+class Draft(State):
+    """The state inside one step of the cascade, changed in place.
+
+    The field strategies are written against the frozen API (``state = state.evolved(...)``,
+    ``state.with_plan(...)``, ``state.record(...)``); on a draft those calls change the
+    draft itself and return it, so a step costs one copy of the state (and of the plan,
+    when a rule changes it) instead of one per rule. The state it was drafted from is
+    untouched: the composer compares the two for the step's changes and falls back to the
+    original when the step is undone (ADR 0021). ``touched`` names the plan fields the step
+    set to another value, so only those are compared. Once the step is over, the composer
+    drafts the next step from it and never changes it again.
+    """
+
+    touched: set[str] = field(default_factory=set)
+    own_plan: bool = False
+    """the plan is this draft's own copy (made on the first change)"""
+
+    def evolved(self, **changes: object) -> State:
+        if "plan" in changes:
+            raise TypeError("a draft's plan changes through with_plan, field by field")
+        if not _STATE_FIELDS.issuperset(changes):
+            unknown = changes.keys() - _STATE_FIELDS
+            raise TypeError(f"State has no field {', '.join(sorted(unknown))}")
+        self.__dict__.update(changes)
+        return self
+
+    def with_plan(self, **update: object) -> State:
+        values = self.__dict__
+        current = values["plan"].__dict__
+        changed = [name for name, value in update.items() if current[name] is not value]
+        if not changed:
+            return self
+        if not values["own_plan"]:
+            values["plan"] = replaced(values["plan"], {})
+            values["own_plan"] = True
+        plan = values["plan"]
+        for name in changed:
+            plan.__dict__[name] = update[name]
+        plan.__pydantic_fields_set__.update(changed)
+        self.touched.update(changed)
+        return self
+
 
 _STATE_FIELDS = frozenset(f.name for f in fields(State))
+
+
+_V = TypeVar("_V")
+
+
+class Remembered(Generic[_V]):
+    """Values computed from an immutable object of the policy set (a policy, a rule body),
+    optionally other objects (``also``: the set's vocabularies, the catalog's money
+    notation) and a few hashable keys, remembered across composes by the objects'
+    identity: what a policy's rule proposes does not change until a new version brings new
+    objects. An entry holds its objects, so their ids are never reused while it is
+    remembered; the table is bounded (cleared when full: bodies with substituted captures
+    are new per compose)."""
+
+    def __init__(self, limit: int = 16_384) -> None:
+        self._entries: dict[tuple[object, ...], tuple[object, tuple[object, ...], _V]] = {}
+        self._limit = limit
+
+    def get(self, owner: object, *keys: object, also: tuple[object, ...] = ()) -> _V | None:
+        if REFERENCE:
+            return None
+        entry = self._entries.get((id(owner), len(also), *map(id, also), *keys))
+        if entry is None or entry[0] is not owner:
+            return None
+        if any(held is not given for held, given in zip(entry[1], also, strict=True)):
+            return None
+        return entry[2]
+
+    def put(self, owner: object, value: _V, *keys: object, also: tuple[object, ...] = ()) -> _V:
+        if len(self._entries) >= self._limit:
+            self._entries.clear()
+        self._entries[(id(owner), len(also), *map(id, also), *keys)] = (owner, also, value)
+        return value
+
 
 _M = TypeVar("_M", bound=BaseModel)
 _set = object.__setattr__
 _new = object.__new__
+#: the slots every pydantic model has, set through their descriptors (no attribute lookup)
+_FIELDS_SET = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_EXTRA = BaseModel.__dict__["__pydantic_extra__"].__set__
+_PRIVATE = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
 def made(cls: type[_M], values: dict[str, object]) -> _M:
@@ -121,9 +221,9 @@ def made(cls: type[_M], values: dict[str, object]) -> _M:
     the composer to it."""
     new = _new(cls)
     _set(new, "__dict__", values)
-    _set(new, "__pydantic_fields_set__", set(values))
-    _set(new, "__pydantic_extra__", None)
-    _set(new, "__pydantic_private__", None)
+    _FIELDS_SET(new, set(values))
+    _EXTRA(new, None)
+    _PRIVATE(new, None)
     return new
 
 
@@ -131,13 +231,13 @@ def replaced(model: _M, update: Mapping[str, object]) -> _M:
     """``model.model_copy(update=update)`` (no validation either), without pydantic's
     generic copy machinery: a new plan per rule puts this on the composer's hot path.
     The models here are frozen, with ``extra="forbid"`` and no private attributes."""
-    new = object.__new__(type(model))
+    new = _new(type(model))
     values = model.__dict__.copy()
     values.update(update)
     _set(new, "__dict__", values)
-    _set(new, "__pydantic_fields_set__", model.__pydantic_fields_set__ | update.keys())
-    _set(new, "__pydantic_extra__", None)
-    _set(new, "__pydantic_private__", None)
+    _FIELDS_SET(new, model.__pydantic_fields_set__ | update.keys())
+    _EXTRA(new, None)
+    _PRIVATE(new, None)
     return new
 
 
