@@ -26,7 +26,8 @@ test: setup browser-deps
 	$(BIN)/pytest
 
 # The console in Debian's chromium through chromedriver (Selenium; nothing downloaded at run
-# time); writes the screenshots in docs/console/. Also part of `make test`.
+# time). Also part of `make test`. Its screenshots go to a temporary directory; refresh the
+# documentation's with `GOVSEARCH_CONSOLE_SHOTS=docs/console make test-browser`.
 test-browser: setup browser-deps
 	$(BIN)/pytest -q -m browser
 

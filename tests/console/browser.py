@@ -1,9 +1,11 @@
 """A real browser on the console: the app served by uvicorn on an ephemeral port of the
 loopback, Debian's chromium driven through Debian's chromedriver (Selenium; nothing is
-downloaded at run time). Screenshots go to ``docs/console/``."""
+downloaded at run time). Screenshots go to ``$GOVSEARCH_CONSOLE_SHOTS`` (``docs/console/``
+to refresh the documentation's), else to the test's temporary directory."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import threading
@@ -16,7 +18,10 @@ import pytest
 import uvicorn
 
 ROOT = Path(__file__).resolve().parents[2]
-SHOTS = ROOT / "docs" / "console"
+SHOTS = Path(os.environ["GOVSEARCH_CONSOLE_SHOTS"]) if os.environ.get("GOVSEARCH_CONSOLE_SHOTS") else None
+"""where the browser test saves the console's screenshots (docs/console/ to refresh the
+documentation's: ``GOVSEARCH_CONSOLE_SHOTS=docs/console make test-browser``); unset, it
+takes them (the pages are rendered and captured) into the test's own temporary directory"""
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 WAIT_S = 60

@@ -4,18 +4,19 @@ with a typo and sees the loader's error at its line, fixes it, writes its test, 
 tests, sees the behavioural diff; her own approval is refused with the workflow's sentence,
 so is an auditor's; another approver approves and promotes; the preview shows the new
 behaviour; the kill switch disables it; a rollback brings it back; the audit shows a
-recorded request like the preview. Screenshots of the main pages go to docs/console/."""
+recorded request like the preview. Screenshots of the main pages: ``tests/console/browser.SHOTS``."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
-from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.console.browser import SHOTS, WAIT_S, browser, served
@@ -45,9 +46,28 @@ TESTS = """\
 """
 
 
+def _replaced(element: Any) -> Any:
+    """A wait condition: ``element``'s page was replaced. Chromium reports an element of a
+    page being torn down either as stale or, mid-navigation, as a node that "does not belong
+    to the document"; both mean the next page is coming."""
+
+    def check(_driver: Any) -> bool:
+        try:
+            element.is_enabled()
+        except StaleElementReferenceException:
+            return True
+        except WebDriverException as error:
+            if "does not belong to the document" in str(error):
+                return True
+            raise
+        return False
+
+    return check
+
+
 class Console:
-    def __init__(self, driver: Any, base: str) -> None:
-        self.driver, self.base = driver, base
+    def __init__(self, driver: Any, base: str, shots: Path) -> None:
+        self.driver, self.base, self.shots = driver, base, shots
 
     def open(self, path: str) -> None:
         self.driver.get(self.base + path)
@@ -62,7 +82,7 @@ class Console:
         """Press a form's button (with the keyboard) and wait for the next page."""
         page = self.driver.find_element(By.TAG_NAME, "html")
         self.driver.find_element(By.ID, element_id).send_keys(Keys.ENTER)
-        WebDriverWait(self.driver, WAIT_S).until(EC.staleness_of(page))
+        WebDriverWait(self.driver, WAIT_S).until(_replaced(page))
         self.loaded()
 
     def text(self, css: str = "main") -> str:
@@ -85,20 +105,20 @@ class Console:
         field = self.driver.find_element(By.ID, "api_key")
         page = self.driver.find_element(By.TAG_NAME, "html")
         field.send_keys(Keys.ENTER)
-        WebDriverWait(self.driver, WAIT_S).until(EC.staleness_of(page))
+        WebDriverWait(self.driver, WAIT_S).until(_replaced(page))
         self.loaded()
 
     def sign_out(self) -> None:
         page = self.driver.find_element(By.TAG_NAME, "html")
         self.driver.find_element(By.CSS_SELECTOR, "form.who button").click()
-        WebDriverWait(self.driver, WAIT_S).until(EC.staleness_of(page))
+        WebDriverWait(self.driver, WAIT_S).until(_replaced(page))
         self.loaded()
 
     def shot(self, name: str) -> None:
-        SHOTS.mkdir(parents=True, exist_ok=True)
+        self.shots.mkdir(parents=True, exist_ok=True)
         height = self.driver.execute_script("return document.documentElement.scrollHeight")
         self.driver.set_window_size(1400, min(max(int(height), 800), 2400))
-        self.driver.save_screenshot(str(SHOTS / f"{name}.png"))
+        assert self.driver.save_screenshot(str(self.shots / f"{name}.png")), name
         self.driver.set_window_size(1400, 1000)
 
     def preview(self, intent: str) -> None:
@@ -110,7 +130,7 @@ class Console:
         """Press a button whose form htmx sends: the target is swapped, the page stays."""
         before = self.driver.find_element(By.CSS_SELECTOR, target)
         self.driver.find_element(By.ID, element_id).click()
-        WebDriverWait(self.driver, WAIT_S).until(EC.staleness_of(before))
+        WebDriverWait(self.driver, WAIT_S).until(_replaced(before))
         WebDriverWait(self.driver, WAIT_S).until(
             lambda d: d.find_elements(By.CSS_SELECTOR, target + " section.side")
         )
@@ -121,11 +141,11 @@ class Console:
 
 
 @pytest.fixture()
-def console(lifecycle: Lifecycle) -> Iterator[Console]:
+def console(lifecycle: Lifecycle, tmp_path: Path) -> Iterator[Console]:
     driver = browser()
     try:
         with served(lifecycle.client.app) as base:
-            yield Console(driver, base)
+            yield Console(driver, base, SHOTS or tmp_path / "console")
     finally:
         driver.quit()
 
