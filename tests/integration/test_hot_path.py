@@ -294,6 +294,41 @@ def test_a_fallback_is_replayed_only_within_one_catalog_generation(
         after.close()
 
 
+class WithoutMonitor(Recording):
+    """The real engine behind credentials without the index monitor privilege: ``_stats``
+    answers 403, as a search-only role's would."""
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        params: Mapping[str, Any] | None = None,
+        timeout_s: float | None = None,
+    ) -> Any:
+        if "/_stats" in path:
+            raise EngineError("403 security_exception: no permission for indices:monitor/stats", status=403)
+        return super().request(method, path, body, params, timeout_s)
+
+
+def test_without_the_monitor_privilege_fallbacks_run_in_full(
+    engine: Engine, settings: Settings, ready: Ready  # noqa: F811
+) -> None:
+    restricted = WithoutMonitor(engine)
+    service = _service(restricted, settings, ready, alias_watch_interval_s=0.0)
+    request = SearchRequest(intent="cheap chocolate")
+    try:
+        first = service.search(request, CHRISTMAS)
+        restricted.sent.clear()
+        again = service.search(request, CHRISTMAS)
+        assert _runs(again.execution) == _runs(first.execution) == [
+            ("strict", 2, False), ("relaxed", 2, False), ("broad", 2, False)
+        ]
+        assert _items(restricted.sent) == [3]  # every tier sent again, in one _msearch
+    finally:
+        service.close()
+
+
 @pytest.fixture()
 def shadow(engine: Engine, ready: Ready, index_prefix: str) -> str:  # noqa: F811
     """An index like the catalog's, except that the brand facet's field is analysed text:
