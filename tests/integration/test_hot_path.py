@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from control_plane.audit.recorder import _outcome_fields
 from control_plane.bootstrap import Ready, profile_of
 from control_plane.config import Settings
 from control_plane.engine import Engine, EngineError, EnginePartialResults
@@ -268,6 +269,9 @@ def test_a_fallback_is_replayed_only_within_one_catalog_generation(
         assert _items(recording.sent) == [1]  # the strict body only
         assert _runs(again.execution) == [("strict", 2, False), ("relaxed", 2, True), ("broad", 2, True)]
         assert again.engine_requests == 3  # the alias and the counters (interval 0), one _msearch
+        recorded = [tier.model_dump() for tier in _outcome_fields(again, raw=False)["tiers"]]
+        assert [(t["tier"], t["total"], t["replayed"]) for t in recorded] == _runs(again.execution)
+        assert [t["took_ms"] for t in recorded][1:] == [0.0, 0.0]  # nothing was sent for them
         fresh = uncached.search(request, CHRISTMAS).execution
         assert again.execution.dsl == fresh.dsl == first.execution.dsl
         assert [h.id for h in again.execution.hits] == [h.id for h in fresh.hits]
