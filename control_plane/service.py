@@ -331,7 +331,9 @@ class SearchService:
             if user and rows is None
             else None
         )
-        edges = (next_boundary(live.policy_set, now), previous_boundary(live.policy_set, now))
+        def edges() -> tuple[datetime | None, datetime | None]:  # what a cache entry holds between
+            return next_boundary(live.policy_set, now), previous_boundary(live.policy_set, now)
+
         if plan is None:
             matches = _timed(
                 stages,
@@ -353,13 +355,13 @@ class SearchService:
                 composition=composition,
                 personalization=(),
             )
-            self.cache.put(version, key, plan, *edges)
+            self.cache.put(version, key, plan, *edges())
             hit = False
         else:
             hit = True
         if lookup is not None:
             rows = tuple(lookup.result())
-            self.purchases.put(version, user, rows, *edges)
+            self.purchases.put(version, user, rows, *edges())
         rows = rows or ()
         # the plan holds until the next window edge; purchase ages move on
         return replace(
