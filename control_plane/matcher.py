@@ -55,6 +55,7 @@ documents or from the policies' own highlighted queries), at the old cost.
 from __future__ import annotations
 
 import hashlib
+import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -291,7 +292,9 @@ class _Members:
     """ids of the members with neither cohorts nor an active window"""
     conditional: tuple[_Member, ...]
 
-    def applying(self, cohorts: frozenset[str], now: datetime) -> list[str]:
+    def applying(self, cohorts: frozenset[str], now: datetime) -> Sequence[str]:
+        if not self.conditional:  # most groups: nothing to filter
+            return self.everyone
         return [*self.everyone, *(m.policy_id for m in self.conditional if m.applies(cohorts, now))]
 
 
@@ -438,7 +441,11 @@ class Triggers:
             ids = group.applying(cohorts, now)
             if not ids:
                 continue
-            key = (group.kind, *(d for d in group.documents if d in ranges))
+            documents = group.documents
+            if len(documents) == 1 and documents[0] in ranges:  # most groups: one document
+                key: tuple[str, ...] = (group.kind, documents[0])
+            else:
+                key = (group.kind, *(d for d in documents if d in ranges))
             template = templates.get(key)
             if template is None:
                 if group.kind == "always":
@@ -452,7 +459,7 @@ class Triggers:
                 template = templates[key] = Match.model_construct(policy_id="", spans=spans, captures=())
             matches.extend(_match_of(template, i) for i in ids)
         matches += self._read(intent, ranges, cohorts, now)
-        matches.sort(key=_policy_id)
+        matches.sort(key=_POLICY_ID)
         return tuple(matches)
 
     def _read(
@@ -481,8 +488,8 @@ class Triggers:
         return matches
 
 
-def _policy_id(found: Match) -> str:
-    return found.policy_id
+_POLICY_ID = operator.attrgetter("policy_id")
+"""a match's policy id (the sort key of every expansion)"""
 
 
 def _member_of(policy: Policy) -> _Member:
