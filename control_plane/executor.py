@@ -115,20 +115,12 @@ def replayed(engine: Engine, index: str, render: Render, replay: Replay) -> Exec
     total = int(response["hits"]["total"]["value"])
     if total != dict(replay.totals)[replay.served]:
         return None
-    return Execution(
-        status="ok",
-        tier=replay.served,
-        total=total,
-        hits=tuple(_hit(raw) for raw in response["hits"]["hits"]),
-        facets=facets_from(response.get("aggregations") or {}),
-        dsl=rendered.body,
-        runs=tuple(
-            TierRun(tier, count, took, started) if tier == replay.served
-            else TierRun(tier, count, 0.0, 0, replayed=True)
-            for tier, count in replay.totals
-        ),
-        round_trips=1,
+    runs = tuple(
+        TierRun(tier, count, took, started) if tier == replay.served
+        else TierRun(tier, count, 0.0, 0, replayed=True)
+        for tier, count in replay.totals
     )
+    return _answered(replay.served, rendered.body, response, runs, 1)
 
 
 def tiers_for(plan: Plan) -> tuple[Tier, ...]:
@@ -202,14 +194,25 @@ def execute(
             reason=f"no product satisfies the policy constraints and the text in any tier ({tried})",
             round_trips=round_trips,
         )
+    return _answered(tier, body, response, tuple(runs), round_trips)
+
+
+def _answered(
+    tier: Tier,
+    body: Mapping[str, Any],
+    response: Mapping[str, Any],
+    runs: tuple[TierRun, ...],
+    round_trips: int,
+) -> Execution:
+    """The execution that serves ``tier``'s ``response`` (at least one hit)."""
     return Execution(
         status="ok",
         tier=tier,
-        total=total,
+        total=int(response["hits"]["total"]["value"]),
         hits=tuple(_hit(raw) for raw in response["hits"]["hits"]),
         facets=facets_from(response.get("aggregations") or {}),
         dsl=body,
-        runs=tuple(runs),
+        runs=runs,
         round_trips=round_trips,
     )
 
