@@ -88,6 +88,10 @@ class ApiSettings(Section):
     fsync): the size of the API's thread pool (anyio's limiter)"""
     access_log: bool = True
     """one plain line per request on stderr (``govsearch serve``); false: none"""
+    cached_on_loop: bool = True
+    """a search its cached plan serves with one engine call runs on the event loop (no
+    thread-pool hop, the engine call and the audit wait awaited; ADR 0030); false: every
+    search runs in the thread pool"""
     secure_cookies: bool = False
     """mark the console's cookies ``Secure`` even over plain http (behind a TLS-terminating
     proxy); they are always ``Secure`` on a request that arrived over https"""
@@ -226,6 +230,7 @@ ENV_OVERRIDES: dict[str, tuple[str, str]] = {
     "GOVSEARCH_REQUEST_DEADLINE": ("api", "request_deadline_s"),
     "GOVSEARCH_API_THREADS": ("api", "threads"),
     "GOVSEARCH_API_ACCESS_LOG": ("api", "access_log"),
+    "GOVSEARCH_API_CACHED_ON_LOOP": ("api", "cached_on_loop"),
     "GOVSEARCH_ENGINE_CONNECTIONS": ("engine", "connections"),
     "GOVSEARCH_SECURE_COOKIES": ("api", "secure_cookies"),
     "GOVSEARCH_KEYS_INDEX": ("auth", "keys_index"),

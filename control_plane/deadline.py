@@ -85,16 +85,24 @@ def requested(seconds: float) -> Iterator[Deadline]:
         _requested.reset(token)
 
 
+@contextmanager
+def enforcing() -> Iterator[None]:
+    """The enclosed work's engine calls obey the request's deadline (if it has one): what
+    :func:`enforced` does for a function, for a block (a coroutine's)."""
+    token = _current.set(_requested.get() or _current.get())
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
 def enforced(work: Callable[P, R]) -> Callable[P, R]:
     """``work``'s engine calls obey the request's deadline (if it has one)."""
 
     @functools.wraps(work)
     def run(*args: P.args, **kwargs: P.kwargs) -> R:
-        token = _current.set(_requested.get() or _current.get())
-        try:
+        with enforcing():
             return work(*args, **kwargs)
-        finally:
-            _current.reset(token)
 
     return run
 

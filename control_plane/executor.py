@@ -33,9 +33,9 @@ whose only use was to find out they had too few hits.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from control_plane.engine import Engine
 from control_plane.plan import Plan
@@ -44,6 +44,16 @@ from control_plane.renderer import TIERS, Tier, parse_clause_name
 
 Render = Callable[[Tier], RenderedTier]
 """the rendered body of a tier (rendered once, or taken from the plan cache)"""
+
+Searches = list[tuple[str, str]]
+"""one ``_msearch``: (index, request body as JSON text) per search"""
+
+T = TypeVar("T")
+Steps = Generator[Searches, Sequence[Mapping[str, Any]], T]
+"""An execution as steps, without I/O: each step yields the searches of one ``_msearch`` and
+is sent their answers; its return value is the result. :func:`drive` runs it with a
+synchronous engine, :func:`drive_async` from the event loop (``control_plane.engine.aio``),
+so both make the same requests and take the same decisions."""
 
 Batching = Literal["together", "strict_first", "serial"]
 """how a plan's tiers are sent when nothing is known about it yet (its first run): all in
@@ -108,9 +118,14 @@ def replay_of(execution: Execution, key: Hashable) -> Replay | None:
 def replayed(engine: Engine, index: str, render: Render, replay: Replay) -> Execution | None:
     """Send only the tier ``replay`` served; None when its total is not what it was (the
     caller then runs the tiers again)."""
+    return drive(replay_steps(index, render, replay), engine.msearch)
+
+
+def replay_steps(index: str, render: Render, replay: Replay) -> Steps[Execution | None]:
+    """:func:`replayed` as steps (see :data:`Steps`)."""
     rendered = render(replay.served)
     started = time.perf_counter_ns()
-    response = engine.msearch([(index, rendered.text)])[0]
+    response = (yield [(index, rendered.text)])[0]
     took = round((time.perf_counter_ns() - started) / 1e6, 3)
     total = int(response["hits"]["total"]["value"])
     if total != dict(replay.totals)[replay.served]:
@@ -121,6 +136,30 @@ def replayed(engine: Engine, index: str, render: Render, replay: Replay) -> Exec
         for tier, count in replay.totals
     )
     return _answered(replay.served, rendered.body, response, runs, 1)
+
+
+def drive(steps: Steps[T], msearch: Callable[[Searches], Sequence[Mapping[str, Any]]]) -> T:
+    """Run ``steps``, each ``_msearch`` through ``msearch``."""
+    try:
+        searches = next(steps)
+        while True:
+            searches = steps.send(msearch(searches))
+    except StopIteration as done:
+        result: T = done.value
+        return result
+
+
+async def drive_async(
+    steps: Steps[T], msearch: Callable[[Searches], Awaitable[Sequence[Mapping[str, Any]]]]
+) -> T:
+    """Run ``steps`` from the event loop, each ``_msearch`` awaited through ``msearch``."""
+    try:
+        searches = next(steps)
+        while True:
+            searches = steps.send(await msearch(searches))
+    except StopIteration as done:
+        result: T = done.value
+        return result
 
 
 def tiers_for(plan: Plan) -> tuple[Tier, ...]:
@@ -160,13 +199,25 @@ def execute(
     batches: Sequence[Sequence[Tier]] | None = None,
 ) -> Execution:
     """Run ``plan``'s tiers on ``index`` in ``batches`` (default: one tier per request)."""
+    return drive(execution_steps(index, plan, render, min_hits=min_hits, batches=batches), engine.msearch)
+
+
+def execution_steps(
+    index: str,
+    plan: Plan,
+    render: Render,
+    *,
+    min_hits: int,
+    batches: Sequence[Sequence[Tier]] | None = None,
+) -> Steps[Execution]:
+    """:func:`execute` as steps (see :data:`Steps`)."""
     runs: list[TierRun] = []
-    answers: list[tuple[Tier, Mapping[str, Any], dict[str, Any]]] = []
+    answers: list[tuple[Tier, Mapping[str, Any], Mapping[str, Any]]] = []
     round_trips = 0
     for batch in batches if batches is not None else tier_batches(tiers_for(plan), "serial"):
         bodies = [render(tier) for tier in batch]
         started = time.perf_counter_ns()
-        responses = engine.msearch([(index, body.text) for body in bodies])
+        responses = yield [(index, body.text) for body in bodies]
         round_trips += 1
         took = round((time.perf_counter_ns() - started) / 1e6, 3)
         reached = False
@@ -218,9 +269,9 @@ def _answered(
 
 
 def _served(
-    answers: Sequence[tuple[Tier, Mapping[str, Any], dict[str, Any]]], min_hits: int
-) -> tuple[Tier, Mapping[str, Any], dict[str, Any]]:
-    def total(answer: tuple[Tier, Mapping[str, Any], dict[str, Any]]) -> int:
+    answers: Sequence[tuple[Tier, Mapping[str, Any], Mapping[str, Any]]], min_hits: int
+) -> tuple[Tier, Mapping[str, Any], Mapping[str, Any]]:
+    def total(answer: tuple[Tier, Mapping[str, Any], Mapping[str, Any]]) -> int:
         return int(answer[2]["hits"]["total"]["value"])
 
     if total(answers[-1]) >= min_hits:

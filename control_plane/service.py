@@ -38,7 +38,17 @@ from control_plane.catalog.stats import CategoryStats, stats_from_json
 from control_plane.composer import ComposeContext, compose
 from control_plane.config import Settings
 from control_plane.engine import Engine, EngineError, counted_requests
-from control_plane.executor import Execution, execute, replay_of, replayed, tier_batches, tiers_for
+from control_plane.executor import (
+    Execution,
+    Steps,
+    drive,
+    drive_async,
+    execution_steps,
+    replay_of,
+    replay_steps,
+    tier_batches,
+    tiers_for,
+)
 from control_plane.intent_text import NormalisedIntent, normalise, normalise_intent
 from control_plane.plan import Composition
 from control_plane.plan_cache import (
@@ -58,6 +68,7 @@ IDENTIFIER = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,63}$"
 
 if TYPE_CHECKING:
     from control_plane.audit.recorder import Recorder
+    from control_plane.engine.aio import AsyncEngine
 
 class SearchRequest(BaseModel):
     """What a chatbot or site backend asks. Bounded in every dimension."""
@@ -177,6 +188,11 @@ class Catalog:
 
     def generation(self) -> tuple[Any, ...]:
         return self._watch.get().generation
+
+    def known_generation(self) -> tuple[Any, ...] | None:
+        """The generation as last read, None when a read is due (no engine call here)."""
+        state = self._watch.peek()
+        return state.generation if state is not None else None
 
     def _read(self, previous: CatalogState | None) -> CatalogState:
         """The alias's index, its counters, and its statistics (read again only when the
@@ -309,7 +325,22 @@ class SearchService:
         """The plan is the same for every user (nothing in it depends on who asks: the
         purchase boosts are applied when rendering), so it is cached by intent, cohorts and
         market; the user's purchase rows are cached apart, per user, for as long."""
-        live, by_id = self.snapshot()
+        compiled = self._compile_from(self.snapshot(), request, now, stages, cached_only=False)
+        assert compiled is not None
+        return compiled
+
+    def _compile_from(
+        self,
+        snapshot: Snapshot,
+        request: SearchRequest,
+        now: datetime,
+        stages: list[StageTiming],
+        *,
+        cached_only: bool,
+    ) -> Compiled | None:
+        """:meth:`_compile` on ``snapshot``; ``cached_only``: None instead of any engine call
+        (the plan or the user's purchases not cached)."""
+        live, by_id = snapshot
         normalised = normalise_intent(request.intent)
         intent = normalised.text
         version = live.policy_set.version
@@ -317,6 +348,8 @@ class SearchService:
         plan = self.cache.get(version, key, now)
         user = request.user_id
         rows = self.purchases.get(version, user, now) if user else ()
+        if cached_only and (plan is None or rows is None):
+            return None
         lookup = (
             self._pool.submit(  # with the request's context: its deadline bounds this call too
                 contextvars.copy_context().run,
@@ -420,48 +453,94 @@ class SearchService:
             started = time.perf_counter()
             compiled = self._compile(request, now, stages)
             compiled_at = time.perf_counter()
-
-            def render_tier(tier: Tier) -> RenderedTier:
-                return self.rendered(compiled, request, tier, stages)
-
-            plan = compiled.composition.plan
-            renderings = compiled.renderings
-            key = (self.catalog.generation(), compiled.personalization)
-            memo = renderings.replay
-            execution = (
-                replayed(self.engine, self.profile.alias, render_tier, memo)
-                if memo is not None and memo.key == key
-                else None
-            )
-            if execution is None:
-                execution = execute(
-                    self.engine,
-                    self.profile.alias,
-                    plan,
-                    render_tier,
-                    min_hits=self.settings.search.min_hits,
-                    batches=tier_batches(
-                        tiers_for(plan), self.settings.search.tier_batching, renderings.stop_tier
-                    ),
-                )
-                renderings.replay = replay_of(execution, key)
-            renderings.stop_tier = execution.runs[-1].tier
+            steps = self._executing(compiled, request, stages, self.catalog.generation())
+            execution = drive(steps, self.engine.msearch)
             done = time.perf_counter()
-        stages.extend(_tier_timings(execution))
-        latency = {
-            "compile": round((compiled_at - started) * 1000, 3),
-            "execute": round((done - compiled_at) * 1000, 3),
-            "total": round((done - started) * 1000, 3),
-        }
-        latency.update({stage.name: stage.ms for stage in stages})
-        return Outcome(
-            compiled=compiled,
-            execution=execution,
-            latency_ms=latency,
-            stages=tuple(sorted(stages, key=lambda stage: stage.start_ns)),
-            now=now,
-            engine_requests=requests[0],
-        )
+        return _outcome(compiled, execution, stages, (started, compiled_at, done), now, requests[0])
+
+    async def search_cached(
+        self, request: SearchRequest, now: datetime, engine: AsyncEngine
+    ) -> Outcome | None:
+        """:meth:`search` from the event loop, when it needs no engine call but its tiers'
+        (the plan and the user's purchases cached, no watch due): the same plan, requests
+        and answer, the ``_msearch`` sent through ``engine``. None when it would need
+        another call: the caller runs :meth:`search` in a thread instead (ADR 0030)."""
+        with deadline.enforcing(), counted_requests() as requests:
+            snapshot = self._watch.peek()
+            generation = self.catalog.known_generation()
+            if snapshot is None or generation is None:
+                return None
+            stages: list[StageTiming] = []
+            started = time.perf_counter()
+            compiled = self._compile_from(snapshot, request, now, stages, cached_only=True)
+            if compiled is None:
+                return None
+            compiled_at = time.perf_counter()
+            execution = await drive_async(
+                self._executing(compiled, request, stages, generation), engine.msearch
+            )
+            done = time.perf_counter()
+        return _outcome(compiled, execution, stages, (started, compiled_at, done), now, requests[0])
+
+    def _executing(
+        self,
+        compiled: Compiled,
+        request: SearchRequest,
+        stages: list[StageTiming],
+        generation: tuple[Any, ...],
+    ) -> Steps[Execution]:
+        """The tiers of ``compiled`` as steps: the served tier alone while the last run's
+        fallback replays at this catalog ``generation``, else the tiers in their batches."""
+
+        def render_tier(tier: Tier) -> RenderedTier:
+            return self.rendered(compiled, request, tier, stages)
+
+        plan = compiled.composition.plan
+        renderings = compiled.renderings
+        key = (generation, compiled.personalization)
+        memo = renderings.replay
+        execution = None
+        if memo is not None and memo.key == key:
+            execution = yield from replay_steps(self.profile.alias, render_tier, memo)
+        if execution is None:
+            execution = yield from execution_steps(
+                self.profile.alias,
+                plan,
+                render_tier,
+                min_hits=self.settings.search.min_hits,
+                batches=tier_batches(
+                    tiers_for(plan), self.settings.search.tier_batching, renderings.stop_tier
+                ),
+            )
+            renderings.replay = replay_of(execution, key)
+        renderings.stop_tier = execution.runs[-1].tier
+        return execution
+
+
+def _outcome(
+    compiled: Compiled,
+    execution: Execution,
+    stages: list[StageTiming],
+    instants: tuple[float, float, float],
+    now: datetime,
+    engine_requests: int,
+) -> Outcome:
+    started, compiled_at, done = instants
+    stages.extend(_tier_timings(execution))
+    latency = {
+        "compile": round((compiled_at - started) * 1000, 3),
+        "execute": round((done - compiled_at) * 1000, 3),
+        "total": round((done - started) * 1000, 3),
+    }
+    latency.update({stage.name: stage.ms for stage in stages})
+    return Outcome(
+        compiled=compiled,
+        execution=execution,
+        latency_ms=latency,
+        stages=tuple(sorted(stages, key=lambda stage: stage.start_ns)),
+        now=now,
+        engine_requests=engine_requests,
+    )
 
 
 def _timed(stages: list[StageTiming], name: str, run: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

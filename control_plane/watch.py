@@ -63,6 +63,16 @@ class Watched(Generic[T]):
             raise self._unknown()
         return value
 
+    def peek(self) -> T | None:
+        """What :meth:`get` would return without reading: None when a read is due (or
+        nothing was read yet); the refusal, raised, while one stands."""
+        if self._due():
+            return None
+        refusal, value = self._refusal, self._value
+        if refusal is not None:
+            raise refusal
+        return value
+
     def reread(self) -> None:
         """Re-read now (a move made through this process): the caller waits for it, others
         go on with the previous value meanwhile."""

@@ -17,6 +17,7 @@ from control_plane.api.limits import BodyLimit, RequestDeadline
 from control_plane.api.models import CompileResponse, Health, HitOut, SearchBody, SearchResponse
 from control_plane.api.policies import router as policies_router
 from control_plane.api.serving import size_thread_pool
+from control_plane.engine.aio import AsyncEngine
 from control_plane.lifecycle.keys import KeyStore
 from control_plane.lifecycle.workflow import Workflow
 from control_plane.service import Outcome, SearchRequest, SearchService
@@ -100,11 +101,20 @@ def create_app(service: SearchService, *, clock: Clock) -> FastAPI:
 
     inner = app.router.lifespan_context
 
+    app.state.loop_engine = (  # the same engine as the service's, seen from the event loop
+        AsyncEngine(service.engine.url, service.engine.timeout_s,
+                    connections=service.settings.engine.connections)
+        if service.settings.api.cached_on_loop
+        else None
+    )
+
     @asynccontextmanager
     async def lifespan(app_: Any) -> AsyncIterator[Any]:
         size_thread_pool(service.settings.api.threads)  # the sync hop: engine calls, audit waits
         async with inner(app_) as state:
             yield state
+        if app.state.loop_engine is not None:
+            app.state.loop_engine.close()
 
     app.router.lifespan_context = lifespan
     app.add_middleware(RequestDeadline, seconds=service.settings.request_deadline_s())

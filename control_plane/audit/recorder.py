@@ -56,6 +56,7 @@ from control_plane.times import Clock, iso
 __all__ = ["RETRY_CHECKPOINT_S", "AgentTurn", "AuditBacklog", "ChainedLog", "Checkpointing", "Recorder"]
 
 if TYPE_CHECKING:
+    from control_plane.engine.aio import AsyncEngine
     from control_plane.service import Compiled, Outcome, SearchRequest, SearchService
 
 log = logging.getLogger("govsearch.audit")
@@ -266,6 +267,37 @@ class Recorder:
         self.decision(request_id, request, outcome, client=client, time=time, now=now)
         return outcome
 
+    async def search_cached(
+        self,
+        service: SearchService,
+        request: SearchRequest,
+        request_id: str,
+        client: str | None = None,
+        *,
+        engine: AsyncEngine,
+        now: datetime | None = None,
+    ) -> Outcome | None:
+        """:meth:`search` from the event loop, for a search its cached plan serves with
+        one engine call (:meth:`SearchService.search_cached`, through ``engine``), recorded
+        the same way, the record's wait awaited. None, with nothing recorded, when the
+        search needs more: the caller runs :meth:`search` in a thread."""
+        self.decisions.admit()
+        time = self.clock()
+        now = now or time
+        try:
+            outcome = await service.search_cached(request, now, engine)
+        except Exception as error:
+            data = self._failure_data(request_id, error_of(error), request=request, client=client,
+                                      time=time, now=now)
+            await self.decisions.append_async(data)
+            self._observe(data, ())
+            raise
+        if outcome is not None:
+            data = self._decision_data(request_id, request, outcome, client=client, time=time, now=now)
+            await self.decisions.append_async(data)
+            self._observe(data, outcome.stages)
+        return outcome
+
     def decision(
         self,
         request_id: str,
@@ -279,6 +311,26 @@ class Recorder:
         endpoint: str = "search",
         status: str | None = None,
     ) -> dict[str, Any] | None:
+        data = self._decision_data(
+            request_id, request, outcome, client=client, extraction=extraction, time=time, now=now,
+            endpoint=endpoint, status=status,
+        )
+        self._write(data, outcome.stages)
+        return data
+
+    def _decision_data(
+        self,
+        request_id: str,
+        request: SearchRequest,
+        outcome: Outcome,
+        *,
+        client: str | None = None,
+        extraction: Extraction | None = None,
+        time: datetime | None = None,
+        now: datetime | None = None,
+        endpoint: str = "search",
+        status: str | None = None,
+    ) -> dict[str, Any]:
         raw = self.store_raw_intent
         fields = _outcome_fields(outcome, raw)
         if status is not None:
@@ -294,8 +346,7 @@ class Recorder:
             ),
             **fields,
         )
-        data = record.model_dump(mode="json")
-        self._write(data, outcome.stages)
+        data: dict[str, Any] = record.model_dump(mode="json")
         return data
 
     def agent(
@@ -392,6 +443,23 @@ class Recorder:
         now: datetime | None = None,
         endpoint: str = "search",
     ) -> dict[str, Any]:
+        data = self._failure_data(request_id, error, request=request, client=client,
+                                  extraction=extraction, time=time, now=now, endpoint=endpoint)
+        self._write(data, ())
+        return data
+
+    def _failure_data(
+        self,
+        request_id: str,
+        error: ErrorOut,
+        *,
+        request: SearchRequest | None = None,
+        client: str | None = None,
+        extraction: Extraction | None = None,
+        time: datetime | None = None,
+        now: datetime | None = None,
+        endpoint: str = "search",
+    ) -> dict[str, Any]:
         raw = self.store_raw_intent
         record = DecisionRecord(
             request_id=request_id,
@@ -410,8 +478,7 @@ class Recorder:
             error=error,
             **_received_intent_fields(request.intent if request else None, raw),
         )
-        data = record.model_dump(mode="json")
-        self._write(data, ())
+        data: dict[str, Any] = record.model_dump(mode="json")
         return data
 
     def _instants(self, time: datetime | None, now: datetime | None) -> dict[str, str]:
@@ -421,6 +488,10 @@ class Recorder:
 
     def _write(self, data: dict[str, Any], stages: Any) -> None:
         self.decisions.append(data)
+        self._observe(data, stages)
+
+    def _observe(self, data: dict[str, Any], stages: Any) -> None:
+        """A decision record written (or held): its metrics and its telemetry."""
         self.metrics.observe_decision(data)
         try:
             self.telemetry.emit(data, stages)

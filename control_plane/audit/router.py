@@ -55,14 +55,19 @@ def client_of(request: Request) -> str | None:
 
 
 async def recorded_search(request: Request, body: SearchRequest, now: datetime | None = None) -> Outcome:
-    """``service.search`` in the thread pool at ``now`` (default: the recorder's clock),
-    recorded (success or failure)."""
+    """``service.search`` at ``now`` (default: the recorder's clock), recorded (success or
+    failure): on the event loop when a cached plan serves it with one engine call (the
+    app's ``loop_engine``, ADR 0030), else in the thread pool."""
     request.state.audited = True
     recorder = recorder_of(request)
     service: SearchService = request.app.state.service
-    return await run_in_threadpool(
-        lambda: recorder.search(service, body, errors.request_id(request), client_of(request), now=now)
-    )
+    request_id, client = errors.request_id(request), client_of(request)
+    loop_engine = getattr(request.app.state, "loop_engine", None)
+    if loop_engine is not None:
+        outcome = await recorder.search_cached(service, body, request_id, client, engine=loop_engine, now=now)
+        if outcome is not None:
+            return outcome
+    return await run_in_threadpool(lambda: recorder.search(service, body, request_id, client, now=now))
 
 
 def install(app: FastAPI, service: SearchService, clock: Clock) -> Recorder:

@@ -24,6 +24,8 @@ can then lose records of answered requests).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
 import logging
 import threading
@@ -74,13 +76,29 @@ class Checkpointing:
 class _Ticket:
     """One queued record and what became of it."""
 
-    __slots__ = ("record", "sealed", "tried")
+    __slots__ = ("record", "sealed", "tried", "waiter")
 
     def __init__(self, record: dict[str, Any]) -> None:
         self.record = record
         self.sealed: dict[str, Any] | None = None
         self.tried = False
         """the writer tried it at least once (written: ``sealed`` is set; else held)"""
+        self.waiter: asyncio.Future[None] | None = None
+        """set by :meth:`ChainedLog.append_async`: settled (from the writer thread, through
+        its loop) once ``tried``"""
+
+    def settle(self) -> None:
+        """Mark it tried (with ``_state`` held) and wake an awaiting request."""
+        self.tried = True
+        waiter = self.waiter
+        if waiter is not None:
+            with contextlib.suppress(RuntimeError):  # its loop closed meanwhile: nobody waits
+                waiter.get_loop().call_soon_threadsafe(_wake, waiter)
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 class ChainedLog:
@@ -156,19 +174,41 @@ class ChainedLog:
         the queue is full."""
         ticket = _Ticket(record)
         with self._state:
-            if len(self._queue) >= self._capacity:
-                self._refuse()
-            self._queue.append(ticket)
-            self.metrics.buffered.set(len(self._queue))
-            self._kick = True
-            self._start()
-            self._state.notify_all()
-            if self._commit == "queued":
+            if not self._enqueue(ticket):
                 return None
             while not ticket.tried:
                 if not self._state.wait(timeout=WAIT_S) and not self._running():
                     self._start()  # a writer that died (a bug) must not leave requests waiting
         return ticket.sealed
+
+    async def append_async(self, record: dict[str, Any]) -> dict[str, Any] | None:
+        """:meth:`append` from the event loop: queued the same way, the wait awaited (the
+        loop serves other requests meanwhile; ``_state`` is only ever held briefly, never
+        across I/O)."""
+        ticket = _Ticket(record)
+        ticket.waiter = asyncio.get_running_loop().create_future()
+        with self._state:
+            if not self._enqueue(ticket):
+                return None
+        while not ticket.tried:
+            woken, _ = await asyncio.wait((ticket.waiter,), timeout=WAIT_S)
+            if not woken:
+                with self._state:
+                    if not ticket.tried and not self._running():
+                        self._start()  # as in append: a dead writer must not leave us waiting
+        return ticket.sealed
+
+    def _enqueue(self, ticket: _Ticket) -> bool:
+        """Queue ``ticket`` (``_state`` held) and kick the writer; False when the request
+        is not to wait (``commit="queued"``). :class:`AuditBacklog` when the queue is full."""
+        if len(self._queue) >= self._capacity:
+            self._refuse()
+        self._queue.append(ticket)
+        self.metrics.buffered.set(len(self._queue))
+        self._kick = True
+        self._start()
+        self._state.notify_all()
+        return self._commit != "queued"
 
     def full(self) -> bool:
         with self._state:
@@ -271,10 +311,10 @@ class ChainedLog:
                 for ticket, record in zip(batch, sealed, strict=True):
                     self._queue.popleft()
                     ticket.sealed = record
-                    ticket.tried = True
+                    ticket.settle()
             else:
                 for ticket in self._queue:  # everyone waiting is answered: held, in order
-                    ticket.tried = True
+                    ticket.settle()
             self._attempts += 1
             self.metrics.buffered.set(len(self._queue))
             self._state.notify_all()

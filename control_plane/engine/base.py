@@ -214,21 +214,7 @@ class Engine(ABC):
         """Run several searches in one round trip; each answer, or raise on the first item
         that failed or that lacks a shard (partial results fail closed, as in :meth:`search`).
         A body may be given already serialised (one line of JSON text): it is sent as is."""
-        lines = []
-        for index, body in searches:
-            lines.append(json.dumps({"index": index}))
-            lines.append(body if isinstance(body, str) else json.dumps(body, ensure_ascii=False))
-        result = self.request("POST", "/_msearch", body="\n".join(lines) + "\n")
-        responses: list[dict[str, Any]] = result["responses"]
-        for (index, _), response in zip(searches, responses, strict=True):
-            if "error" in response:
-                raise EngineError(
-                    f"msearch item failed: {_reason(response['error'])}",
-                    status=response.get("status"),
-                    info=response["error"],
-                )
-            _complete(response, f"msearch item on {index}")
-        return responses
+        return msearch_responses(searches, self.request("POST", "/_msearch", body=msearch_lines(searches)))
 
     def percolate(
         self,
@@ -280,6 +266,33 @@ class Engine(ABC):
         )
         tokens: list[dict[str, Any]] = result["tokens"]
         return tokens
+
+
+def msearch_lines(searches: Sequence[tuple[str, Mapping[str, Any] | str]]) -> str:
+    """The NDJSON body of an ``_msearch``: a header line naming the index, then the body
+    (sent as is when it is given as text), for each search."""
+    lines = []
+    for index, body in searches:
+        lines.append(json.dumps({"index": index}))
+        lines.append(body if isinstance(body, str) else json.dumps(body, ensure_ascii=False))
+    return "\n".join(lines) + "\n"
+
+
+def msearch_responses(
+    searches: Sequence[tuple[str, Any]], result: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """The answers of an ``_msearch``, in order; raise on the first item that failed or that
+    lacks a shard (partial results fail closed)."""
+    responses: list[dict[str, Any]] = result["responses"]
+    for (index, _), response in zip(searches, responses, strict=True):
+        if "error" in response:
+            raise EngineError(
+                f"msearch item failed: {_reason(response['error'])}",
+                status=response.get("status"),
+                info=response["error"],
+            )
+        _complete(response, f"msearch item on {index}")
+    return responses
 
 
 def with_replicas(body: Mapping[str, Any], nodes: int) -> dict[str, Any]:

@@ -1,0 +1,223 @@
+"""The engine seen from the event loop: the one call of a search served from a cached plan.
+
+A search whose plan is cached (ADR 0030) makes one engine request, its tiers' ``_msearch``.
+Sent from the API's event loop, it costs no thread-pool hop and no blocking client: this
+client writes the request on a kept-alive connection and parses the answer with httptools
+(llhttp, the parser uvicorn serves with), so the loop serves other requests meanwhile.
+Everything else (percolation, loading a policy set, the workflow) goes through the
+synchronous adapters of :mod:`control_plane.engine`.
+
+It keeps their contract: the request's deadline bounds the call (:func:`deadline.call_timeout`,
+:class:`~control_plane.deadline.DeadlineExceeded` once it passed), an unreachable engine
+raises :class:`EngineUnavailable`, one that does not answer in time :class:`EngineTimeout`,
+an error status :class:`EngineError` with the engine's reason, and an ``_msearch`` item
+that failed or lacks a shard raises as :meth:`Engine.msearch` does (fail closed). Each call
+counts in :func:`counted_requests`. A connection that failed is dropped, never reused; a
+kept-alive connection the engine closed while it sat idle is replaced once, for a request
+nothing of which was answered (searches are reads: sending one again changes nothing).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import ssl
+from collections.abc import Sequence
+from typing import Any, cast
+from urllib.parse import unquote, urlsplit
+
+import httptools
+import orjson
+
+from control_plane import deadline
+from control_plane.engine.base import (
+    EngineError,
+    EngineTimeout,
+    EngineUnavailable,
+    error_reason,
+    msearch_lines,
+    msearch_responses,
+    note_request,
+)
+
+
+class _Dropped(ConnectionError):
+    """The connection ended before the answer did; ``answered``: some of it had come."""
+
+    def __init__(self, message: str, *, answered: bool) -> None:
+        super().__init__(message)
+        self.answered = answered
+
+
+class _Connection(asyncio.Protocol):
+    """One kept-alive HTTP/1.1 connection: one request at a time."""
+
+    def __init__(self) -> None:
+        self._parser = httptools.HttpResponseParser(self)
+        self._transport: asyncio.Transport | None = None
+        self._answer: asyncio.Future[tuple[int, bytes, bool]] | None = None
+        self._body: list[bytes] = []
+        self._received = False
+        self.closed = False
+
+    # asyncio.Protocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
+
+    def data_received(self, data: bytes) -> None:
+        self._received = True
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserError as error:
+            self._fail(_Dropped(f"unreadable answer: {error}", answered=True))
+            self.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._fail(_Dropped(f"connection closed: {exc or 'by the engine'}", answered=self._received))
+
+    # httptools callbacks
+    def on_body(self, body: bytes) -> None:
+        self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        answer = self._answer
+        if answer is not None and not answer.done():
+            status = self._parser.get_status_code()
+            answer.set_result((status, b"".join(self._body), self._parser.should_keep_alive()))
+
+    def _fail(self, error: Exception) -> None:
+        answer = self._answer
+        if answer is not None and not answer.done():
+            answer.set_exception(error)
+
+    async def exchange(self, request: bytes) -> tuple[int, bytes, bool]:
+        """Send ``request``; (status, body, whether the connection may be kept)."""
+        if self.closed or self._transport is None:
+            raise _Dropped("connection closed while idle", answered=False)
+        self._body = []
+        self._received = False
+        self._answer = asyncio.get_running_loop().create_future()
+        self._transport.write(request)
+        return await self._answer
+
+    def close(self) -> None:
+        self.closed = True
+        if self._transport is not None:
+            self._transport.close()
+
+
+class AsyncEngine:
+    """``POST /_msearch`` (and any JSON request) to the engine at ``url`` from the event
+    loop, over at most ``connections`` kept-alive connections per loop."""
+
+    def __init__(self, url: str, timeout_s: float, *, connections: int = 10) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"engine url {url!r}: expected http(s)://host[:port]")
+        self.url = url
+        self.timeout_s = timeout_s
+        self._host = parts.hostname
+        self._port = parts.port or (443 if parts.scheme == "https" else 80)
+        self._ssl = ssl.create_default_context() if parts.scheme == "https" else None
+        self._prefix = parts.path.rstrip("/")
+        authority = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"
+        headers = [f"Host: {authority}", "Connection: keep-alive", "Accept: application/json"]
+        if parts.username is not None:
+            secret = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+            headers.append("Authorization: Basic " + base64.b64encode(secret).decode("ascii"))
+        self._headers = ("\r\n".join(headers) + "\r\n").encode("latin-1")
+        self._connections = connections
+        self._idle: list[_Connection] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def msearch(self, searches: Sequence[tuple[str, Any]]) -> list[dict[str, Any]]:
+        """As :meth:`Engine.msearch`: each answer, or raise on the first item that failed or
+        lacks a shard."""
+        body = msearch_lines(searches).encode("utf-8")
+        result = await self.request("POST", "/_msearch", body, "application/x-ndjson")
+        return msearch_responses(searches, result)
+
+    async def request(
+        self, method: str, path: str, body: bytes = b"", content_type: str = "application/json"
+    ) -> Any:
+        """One request; the decoded JSON answer (raise as the synchronous adapters do)."""
+        note_request()
+        timeout = deadline.call_timeout(self.timeout_s)
+        head = (
+            f"{method} {self._prefix}{path} HTTP/1.1\r\n".encode("latin-1")
+            + self._headers
+            + f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n\r\n".encode("latin-1")
+        )
+        try:
+            async with asyncio.timeout(timeout):
+                status, payload = await self._exchange(head + body)
+        except TimeoutError as error:
+            if deadline.expired():
+                raise deadline.DeadlineExceeded(
+                    f"the request deadline passed waiting for the engine at {self.url}"
+                ) from error
+            raise EngineTimeout(f"the engine at {self.url} timed out after {timeout:g}s") from error
+        except (OSError, ConnectionError) as error:
+            raise EngineUnavailable(f"the engine at {self.url} is unreachable: {error}") from error
+        try:
+            info = orjson.loads(payload) if payload else None
+        except orjson.JSONDecodeError as error:
+            if status < 400:
+                raise EngineError(
+                    f"{method} {path}: the engine's answer is not JSON", status=status
+                ) from error
+            info = payload.decode("utf-8", "replace")
+        if status >= 400:
+            raise EngineError(
+                f"{method} {path} failed ({status}): {error_reason(info)}", status=status, info=info
+            )
+        return info
+
+    async def _exchange(self, request: bytes) -> tuple[int, bytes]:
+        """On an idle connection (or a new one); once more on a new one if a kept-alive
+        connection turns out closed before any of the answer came."""
+        reused = self._take()
+        connection = reused or await self._open()
+        try:
+            status, payload, keep = await connection.exchange(request)
+        except _Dropped as dropped:
+            connection.close()
+            if reused is None or dropped.answered:
+                raise
+            connection = await self._open()
+            try:
+                status, payload, keep = await connection.exchange(request)
+            except BaseException:
+                connection.close()
+                raise
+        except BaseException:  # a timeout or a cancellation mid-answer: the connection is spent
+            connection.close()
+            raise
+        if keep and len(self._idle) < self._connections:
+            self._idle.append(connection)
+        else:
+            connection.close()
+        return status, payload
+
+    def _take(self) -> _Connection | None:
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:  # connections belong to the loop that opened them; a
+            self._idle, self._loop = [], loop  # closed loop's sockets are closed with it
+        while self._idle:
+            connection = self._idle.pop()
+            if not connection.closed:
+                return connection
+        return None
+
+    async def _open(self) -> _Connection:
+        loop = asyncio.get_running_loop()
+        _, connection = await loop.create_connection(
+            _Connection, self._host, self._port, ssl=self._ssl
+        )
+        return connection
+
+    def close(self) -> None:
+        for connection in self._idle:
+            connection.close()
+        self._idle = []

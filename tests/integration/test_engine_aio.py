@@ -1,0 +1,186 @@
+"""The event loop's engine client (``control_plane.engine.aio``, ADR 0030): the real engine's
+answers, its failures mapped as the synchronous adapters map them, and the connection
+drills (a peer that never answers, one that closes a kept-alive connection while it is
+idle, one that closes mid-answer, one that is not there) on real sockets."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from control_plane import deadline
+from control_plane.engine import Engine, EngineError, EngineTimeout, EngineUnavailable, counted_requests
+from control_plane.engine.aio import AsyncEngine
+from tests.drills.harness import free_port
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+def _searches(index: str) -> list[tuple[str, Any]]:
+    return [
+        (index, {"size": 3, "query": {"match_all": {}}, "sort": [{"_id": "asc"}]}),
+        (index, json.dumps({"size": 0, "query": {"match": {"title": "chocolat é"}}}, ensure_ascii=False)),
+    ]
+
+
+def _timeless(answer: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in answer.items() if key != "took"}
+
+
+def test_msearch_answers_what_the_synchronous_adapter_answers(engine: Engine, engine_url: str) -> None:
+    index = "govsearch-aio-test"
+    engine.ensure_index(index, {"mappings": {"properties": {"title": {"type": "text"}}}})
+    for n in range(5):
+        engine.index_document(index, str(n), {"title": f"chocolat é {n}", "big": 2**53 + n})
+    engine.refresh(index)
+    searches = _searches(index)
+    expected = engine.msearch(searches)
+
+    async def run() -> tuple[list[dict[str, Any]], int]:
+        client = AsyncEngine(engine_url, 10.0)
+        try:
+            with counted_requests() as requests:
+                first = await client.msearch(searches)
+                again = await client.msearch(searches)  # on the kept-alive connection
+            assert [_timeless(a) for a in first] == [_timeless(a) for a in again]
+            return first, requests[0]
+        finally:
+            client.close()
+
+    answers, requests = asyncio.run(run())
+    assert requests == 2
+    assert [_timeless(a) for a in answers] == [_timeless(a) for a in expected]
+    assert answers[0]["hits"]["hits"][0]["_source"]["big"] == 2**53  # integers beyond a double's
+    engine.delete_index(index)
+
+
+def test_a_failed_item_and_an_error_status_raise_engine_errors(engine_url: str) -> None:
+    async def run() -> None:
+        client = AsyncEngine(engine_url, 10.0)
+        try:
+            with pytest.raises(EngineError) as failed:
+                await client.msearch([("govsearch-no-such-index-aio", {"query": {"match_all": {}}})])
+            assert failed.value.status == 404 and "no such index" in str(failed.value)
+            with pytest.raises(EngineError) as refused:
+                await client.request("POST", "/_msearch", b"not json\n", "application/x-ndjson")
+            assert refused.value.status == 400
+            answer = await client.request("GET", "/")  # the connection is still usable
+            assert "version" in answer
+        finally:
+            client.close()
+
+    asyncio.run(run())
+
+
+def _serve(handler: Handler) -> Callable[[Callable[[str], Awaitable[None]]], None]:
+    """Run ``scenario(url)`` against a local server answering with ``handler``."""
+
+    def run(scenario: Callable[[str], Awaitable[None]]) -> None:
+        async def main() -> None:
+            server = await asyncio.start_server(handler, "127.0.0.1", 0)
+            port = server.sockets[0].getsockname()[1]
+            try:
+                await scenario(f"http://127.0.0.1:{port}")
+            finally:
+                server.close()
+                await server.wait_closed()
+
+        asyncio.run(main())
+
+    return run
+
+
+async def _read_request(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length")
+    )
+    return head, await reader.readexactly(length)
+
+
+def _answer(body: bytes) -> bytes:
+    return b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (
+        len(body), body,
+    )
+
+
+def test_a_peer_that_never_answers_times_out_and_the_deadline_cuts_it_shorter() -> None:
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await reader.read(1 << 16)
+            await asyncio.sleep(30)
+        finally:
+            writer.close()
+
+    async def scenario(url: str) -> None:
+        client = AsyncEngine(url, 0.3)
+        with pytest.raises(EngineTimeout) as timed_out:
+            await client.request("GET", "/")
+        assert not isinstance(timed_out.value, deadline.DeadlineExceeded)
+        patient = AsyncEngine(url, 30.0)
+        with deadline.bounded(0.3), pytest.raises(deadline.DeadlineExceeded):
+            await patient.request("GET", "/")
+        with deadline.bounded(0.0), pytest.raises(deadline.DeadlineExceeded):  # nothing left: no call
+            await patient.request("GET", "/")
+        client.close()
+        patient.close()
+
+    _serve(silent)(scenario)
+
+
+def test_a_connection_closed_while_idle_is_replaced_and_one_closed_mid_answer_fails() -> None:
+    received: list[bytes] = []
+
+    async def one_answer_per_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head, _ = await _read_request(reader)
+        received.append(head)
+        if b"/half" in head:
+            writer.write(_answer(b'{"ok": true}')[:-5])  # cut mid-answer
+        else:
+            writer.write(_answer(b'{"ok": true}'))  # keep-alive announced, then closed
+        await writer.drain()
+        writer.close()
+
+    async def scenario(url: str) -> None:
+        client = AsyncEngine(url, 5.0)
+        assert await client.request("GET", "/first") == {"ok": True}
+        await asyncio.sleep(0.1)  # the peer has closed the kept connection meanwhile
+        assert await client.request("GET", "/second") == {"ok": True}
+        count = len(received)
+        with pytest.raises(EngineUnavailable):
+            await client.request("GET", "/half")
+        assert len(received) == count + 1  # part of it was answered: not sent again
+        client.close()
+
+    _serve(one_answer_per_connection)(scenario)
+    assert [head.split(b" ")[1] for head in received] == [b"/first", b"/second", b"/half"]
+
+
+def test_credentials_in_the_url_are_sent_and_an_absent_engine_is_unavailable() -> None:
+    heads: list[bytes] = []
+
+    async def recording(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head, _ = await _read_request(reader)
+        heads.append(head)
+        writer.write(_answer(b"{}"))
+        await writer.drain()
+        writer.close()
+
+    async def scenario(url: str) -> None:
+        client = AsyncEngine(url.replace("http://", "http://reader:s%40cret@"), 5.0)
+        await client.request("POST", "/_msearch", b"{}\n{}\n", "application/x-ndjson")
+        client.close()
+        with pytest.raises(EngineUnavailable):
+            await AsyncEngine(f"http://127.0.0.1:{free_port()}", 5.0).request("GET", "/")
+
+    _serve(recording)(scenario)
+    expected = base64.b64encode(b"reader:s@cret").decode()
+    assert f"Authorization: Basic {expected}".encode() in heads[0]
+    assert b"Content-Type: application/x-ndjson" in heads[0]
