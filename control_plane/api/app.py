@@ -101,20 +101,25 @@ def create_app(service: SearchService, *, clock: Clock) -> FastAPI:
 
     inner = app.router.lifespan_context
 
-    app.state.loop_engine = (  # the same engine as the service's, seen from the event loop
-        AsyncEngine(service.engine.url, service.engine.timeout_s,
-                    connections=service.settings.engine.connections)
-        if service.settings.api.cached_on_loop
-        else None
-    )
+    app.state.loop_engine = None
+    """the service's engine seen from the event loop the app was started on (ADR 0030);
+    None until the lifespan starts (an app never started serves every search in threads)"""
 
     @asynccontextmanager
     async def lifespan(app_: Any) -> AsyncIterator[Any]:
         size_thread_pool(service.settings.api.threads)  # the sync hop: engine calls, audit waits
-        async with inner(app_) as state:
-            yield state
-        if app.state.loop_engine is not None:
-            app.state.loop_engine.close()
+        if service.settings.api.cached_on_loop:
+            app.state.loop_engine = AsyncEngine(
+                service.engine.url, service.engine.timeout_s,
+                connections=service.settings.engine.connections,
+            )
+        try:
+            async with inner(app_) as state:
+                yield state
+        finally:
+            loop_engine, app.state.loop_engine = app.state.loop_engine, None
+            if loop_engine is not None:
+                loop_engine.close()  # its connections, on the loop they were opened on
 
     app.router.lifespan_context = lifespan
     app.add_middleware(RequestDeadline, seconds=service.settings.request_deadline_s())
