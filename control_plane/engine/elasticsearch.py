@@ -40,7 +40,7 @@ class ElasticsearchEngine(Engine):
         params: Mapping[str, Any] | None = None,
         timeout_s: float | None = None,
     ) -> Any:
-        content = _NDJSON if isinstance(body, str) else _JSON
+        content = _NDJSON if isinstance(body, (str, bytes)) else _JSON
         note_request()
         headers = {"accept": _JSON}
         if body is not None:
