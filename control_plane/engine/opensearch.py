@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 import opensearchpy
+import urllib3
 from opensearchpy import OpenSearch
 from opensearchpy.exceptions import OpenSearchWarning
 
@@ -43,8 +44,17 @@ class OpenSearchEngine(Engine):
             pool_maxsize=connections,  # urllib3's default keeps one: every other thread reconnects
         )
         (connection,) = self._client.transport.connection_pool.connections
+        self._connection = connection
         self._prefix: str = connection.url_prefix
-        self._wire = Wire(connection.pool, connection.headers)
+        self._wire = Wire(self._pool, connection.headers)
+
+    def _pool(self) -> urllib3.HTTPConnectionPool:
+        """The library connection's urllib3 pool (opened again after :meth:`close`, as the
+        library does)."""
+        if self._connection.pool is None:
+            self._connection._create_urllib3_pool()
+        pool: urllib3.HTTPConnectionPool = self._connection.pool
+        return pool
 
     def request(
         self,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import gzip
 import socket
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import cast
 
@@ -49,10 +49,15 @@ class Answer:
 
 
 class Wire:
-    """Exchanges over ``pool`` (one host), sending ``headers`` with every request."""
+    """Exchanges over the pool ``pool_of()`` returns (one host; asked on every exchange, so
+    a client closed and used again opens a new pool, as the library does), sending
+    ``headers`` with every request."""
 
-    def __init__(self, pool: urllib3.HTTPConnectionPool, headers: Mapping[str, str]) -> None:
-        self.pool = pool
+    def __init__(
+        self, pool_of: Callable[[], urllib3.HTTPConnectionPool], headers: Mapping[str, str]
+    ) -> None:
+        self.pool_of = pool_of
+        pool = pool_of()
         host = pool.host if ":" not in pool.host else f"[{pool.host}]"
         default_port = 443 if pool.scheme == "https" else 80
         authority = host if pool.port in (None, default_port) else f"{host}:{pool.port}"
@@ -71,8 +76,9 @@ class Wire:
         elif method in ("POST", "PUT"):
             head += "content-length: 0\r\n"
         payload = (head + "\r\n").encode("latin-1") + (body or b"")
+        pool = self.pool_of()
         try:
-            conn = cast(HTTPConnection, self.pool._get_conn())
+            conn = cast(HTTPConnection, pool._get_conn())
         except Urllib3Error as error:  # the pool is closed
             raise WireError(f"{type(error).__name__}: {error}") from error
         reusable = False
@@ -93,7 +99,7 @@ class Wire:
         finally:
             if not reusable:
                 conn.close()
-            self.pool._put_conn(conn)
+            pool._put_conn(conn)
 
 
 def _read_answer(sock: socket.socket, method: str) -> tuple[Answer, bool]:
