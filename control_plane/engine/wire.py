@@ -88,7 +88,8 @@ class Wire:
                 conn.connect()
             sock = conn.sock
             assert sock is not None
-            sock.settimeout(timeout)
+            if sock.gettimeout() != timeout:  # two system calls saved when it is the same
+                sock.settimeout(timeout)
             sock.sendall(payload)
             answer, reusable = _read_answer(sock, method)
             return answer
@@ -104,11 +105,14 @@ class Wire:
 
 def _read_answer(sock: socket.socket, method: str) -> tuple[Answer, bool]:
     """The answer on ``sock`` and whether the connection may carry another request."""
-    buffer = bytearray()
-    while (end := buffer.find(_HEAD_END)) < 0:
-        _receive(sock, buffer)
-    lines = bytes(buffer[:end]).decode("latin-1").split("\r\n")
-    rest = bytearray(buffer[end + 4 :])
+    data = sock.recv(_CHUNK)  # on loopback, mostly the whole answer
+    if (end := data.find(_HEAD_END)) < 0:
+        buffer = bytearray(data)
+        while (end := buffer.find(_HEAD_END)) < 0:
+            _receive(sock, buffer)
+        data = bytes(buffer)
+    lines = data[:end].decode("latin-1").split("\r\n")
+    rest = data[end + 4 :]
     version, _, status_text = lines[0].partition(" ")
     if not version.startswith("HTTP/1."):
         raise ValueError(f"not an HTTP/1.x status line: {lines[0][:80]!r}")
@@ -124,17 +128,21 @@ def _read_answer(sock: socket.socket, method: str) -> tuple[Answer, bool]:
     if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
         body = b""
     elif "chunked" in headers.get("transfer-encoding", "").lower():
-        body = _chunked(sock, rest)
+        body = _chunked(sock, bytearray(rest))
     elif "content-length" in headers:
         length = int(headers["content-length"])
-        while len(rest) < length:
-            _receive(sock, rest)
-        body = bytes(rest[:length])
+        if len(rest) < length:
+            buffer = bytearray(rest)
+            while len(buffer) < length:
+                _receive(sock, buffer)
+            rest = bytes(buffer)
+        body = rest if len(rest) == length else rest[:length]
     else:  # delimited by the connection's end
         keep = False
-        while _receive(sock, rest, eof_ok=True):
+        buffer = bytearray(rest)
+        while _receive(sock, buffer, eof_ok=True):
             pass
-        body = bytes(rest)
+        body = bytes(buffer)
     encoding = headers.get("content-encoding", "").lower()
     if encoding == "gzip":
         body = gzip.decompress(body)
