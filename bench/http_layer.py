@@ -11,7 +11,9 @@ round):
 - single client: ``GET /healthz`` and ``POST /v1/search`` over the demo intents, one httpx
   client per variant;
 - throughput of ``POST /v1/search`` at concurrency 4 and 16 (as many threads, each with its
-  own connection, for ``S`` seconds per variant, variants one after another per level).
+  own connection, for ``S`` seconds per variant, variants one after another per level), with
+  the CPU per request of the variant's server (its process tree, user + system, from
+  ``/proc``) during each phase.
 
 The result goes to ``bench/results/<UTC date>-http-layer.json`` with the command, the
 machine and the load average; on a shared machine, read the ratios between variants.
@@ -26,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +36,7 @@ import httpx
 
 from bench import environment
 from bench.governed import INTENTS
-from bench.http import _throughput
+from bench.http import _metered
 from bench.stats import summary
 from control_plane.bootstrap import prepare
 from control_plane.config import EngineSettings, Settings
@@ -96,24 +99,31 @@ def run(engine: Engine, url: str, variants: dict[str, dict[str, str]], workers: 
     with tempfile.TemporaryDirectory(prefix="govsearch-bench-http-layer-") as directory:
         try:
             bases: dict[str, str] = {}
+            pids: dict[str, int] = {}
             for name, extra in variants.items():
                 process, served = _serve(url, workers, Path(directory) / name, extra)
                 processes.append(process)
                 bases[name] = served
+                pids[name] = process.pid
             single = _single_client(bases, intents, rounds)
             throughput: dict[str, dict[str, float]] = {}
+            service_cpu: dict[str, dict[str, float]] = {}
             for threads in CONCURRENCY:
                 names = list(bases) if threads % 2 == 0 else list(bases)[::-1]
-                throughput[str(threads)] = {
-                    name: _throughput(governed, bases[name], intents, threads, seconds) for name in names
-                }
+                throughput[str(threads)], service_cpu[str(threads)] = {}, {}
+                for name in names:
+                    metered = _metered(governed, bases[name], intents, threads, seconds,
+                                       {"service": partial(environment.tree_cpu_s, pids[name])})
+                    throughput[str(threads)][name] = metered["req_s"]
+                    service_cpu[str(threads)][name] = metered["service_cpu_ms"]
         finally:
             for process in processes:
                 process.send_signal(signal.SIGTERM)
             for process in processes:
                 process.wait(timeout=60)
     return {"http_layer": {"workers": workers, "variants": variants, "rounds": rounds, "seconds": seconds,
-                           "single_client": single, "throughput_req_s": throughput}}
+                           "single_client": single, "throughput_req_s": throughput,
+                           "service_cpu_ms_per_request": service_cpu}}
 
 
 def report(result: dict[str, Any]) -> str:
@@ -133,6 +143,12 @@ def report(result: dict[str, Any]) -> str:
             f"| {name} | {figures['healthz']['p50_ms']} | {figures['healthz']['p95_ms']} |"
             f" {figures['search_warm']['p50_ms']} | {figures['search_warm']['p95_ms']} | {rates} |"
         )
+    cpu = layer.get("service_cpu_ms_per_request")
+    if cpu:  # results written before it was measured have none
+        lines += ["", "| variant | " + " | ".join(f"service CPU ms per request at {c}" for c in cpu) + " |",
+                  "| --- | " + " | ".join("---" for _ in cpu) + " |"]
+        for name in layer["single_client"]:
+            lines.append(f"| {name} | " + " | ".join(str(level[name]) for level in cpu.values()) + " |")
     return "\n".join(lines)
 
 

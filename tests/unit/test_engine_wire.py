@@ -1,0 +1,170 @@
+"""HTTP/1.1 framing of the engine client's exchange (:class:`control_plane.engine.wire.Wire`),
+against a scripted HTTP peer on an ephemeral port: the framings the real engine does not send
+on loopback (chunked, delimited by the connection's end, gzip, ``Connection: close``), broken
+answers and silence. What is sent, and when a connection is reused or dropped, is checked on
+the peer's side. The engine's own answers are tested against the real engine
+(``tests/integration/test_engine_codec.py``)."""
+
+from __future__ import annotations
+
+import gzip
+import socket
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+import urllib3
+
+from control_plane.engine.wire import Wire, WireError, WireTimeout
+
+
+class Closing(bytes):
+    """An answer after which the peer closes the connection."""
+
+
+@dataclass
+class Peer:
+    """Accepts connections; answers each request with the next scripted raw answer (None:
+    say nothing)."""
+
+    answers: list[bytes | None]
+    port: int = 0
+    requests: list[bytes] = field(default_factory=list)
+    connections: int = 0
+
+    def serve(self, server: socket.socket) -> None:
+        while self.answers:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            self.connections += 1
+            with conn:
+                self._answer_on(conn)
+
+    def _answer_on(self, conn: socket.socket) -> None:
+        buffer = b""
+        while self.answers:
+            while b"\r\n\r\n" not in buffer:
+                data = conn.recv(65536)
+                if not data:
+                    return
+                buffer += data
+            head, _, rest = buffer.partition(b"\r\n\r\n")
+            length = next(
+                (int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                 if line.lower().startswith(b"content-length:")), 0
+            )
+            while len(rest) < length:
+                rest += conn.recv(65536)
+            self.requests.append(head + b"\r\n\r\n" + rest[:length])
+            buffer = rest[length:]
+            answer = self.answers.pop(0)
+            if answer is None:
+                conn.recv(1)  # until the client gives up and closes
+                return
+            conn.sendall(answer)
+            if b"content-length" not in answer.lower() and b"chunked" not in answer.lower():
+                return  # delimited by the end of the connection
+            if b"connection: close" in answer.lower() or isinstance(answer, Closing):
+                return
+
+
+@pytest.fixture()
+def peer(request: pytest.FixtureRequest) -> Iterator[Peer]:
+    scripted = Peer(list(request.param))
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    scripted.port = server.getsockname()[1]
+    thread = threading.Thread(target=scripted.serve, args=(server,), daemon=True)
+    thread.start()
+    yield scripted
+    server.close()
+    thread.join(timeout=5)
+
+
+def _wire(peer: Peer) -> Wire:
+    pool = urllib3.HTTPConnectionPool("127.0.0.1", peer.port, maxsize=1)
+    return Wire(lambda: pool, {"user-agent": "t", "authorization": "Basic dTpw", "content-type": "x"})
+
+
+def _ok(body: bytes, *extra: bytes) -> bytes:
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n" + b"".join(extra)
+    return head + b"content-length: %d\r\n\r\n" % len(body) + body
+
+
+CHUNKED = (
+    b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
+    b"4;ext=1\r\n{\"a\"\r\n6\r\n: \"b\"}\r\n0\r\ntrailer: x\r\n\r\n"
+)
+
+
+@pytest.mark.parametrize(
+    "peer", [[_ok(b'{"n":1}', b"warning: a\r\n", b"Warning: b\r\n"), CHUNKED]], indirect=True
+)
+def test_lengths_and_chunks_on_one_kept_connection(peer: Peer) -> None:
+    wire = _wire(peer)
+    first = wire.exchange("POST", "/i/_search?x=1", b'{"q":1}', "application/json", 5)
+    second = wire.exchange("GET", "/", None, "application/json", 5)
+    assert (first.status, first.body, first.headers["warning"]) == (200, b'{"n":1}', "a, b")
+    assert second.body == b'{"a": "b"}'
+    assert peer.connections == 1
+    sent = peer.requests[0].split(b"\r\n")
+    assert sent[0] == b"POST /i/_search?x=1 HTTP/1.1"
+    assert {b"host: 127.0.0.1:%d" % peer.port, b"authorization: Basic dTpw",
+            b"content-type: application/json", b"content-length: 7"} <= set(sent)
+    assert sent[-1] == b'{"q":1}' and b"content-type: x" not in sent
+    assert b"content-length" not in peer.requests[1]
+
+
+@pytest.mark.parametrize(
+    "peer",
+    [[b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n{\"end\": true}",
+      _ok(gzip.compress(b'{"z":1}'), b"content-encoding: gzip\r\n", b"connection: close\r\n"),
+      _ok(b"{}")]],
+    indirect=True,
+)
+def test_an_answer_ended_by_the_connection_is_read_whole_and_not_reused(peer: Peer) -> None:
+    wire = _wire(peer)
+    assert wire.exchange("GET", "/a", None, "application/json", 5).body == b'{"end": true}'
+    assert wire.exchange("GET", "/b", None, "application/json", 5).body == b'{"z":1}'
+    assert wire.exchange("GET", "/c", None, "application/json", 5).body == b"{}"
+    assert peer.connections == 3
+
+
+@pytest.mark.parametrize(
+    "peer",
+    [[Closing(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\n{\"a\""),
+      b"SSH-2.0-not-http\r\n\r\n",
+      _ok(b"{}")]],
+    indirect=True,
+)
+def test_a_truncated_or_foreign_answer_is_an_error_and_drops_the_connection(peer: Peer) -> None:
+    wire = _wire(peer)
+    with pytest.raises(WireError, match="closed the connection"):
+        wire.exchange("GET", "/a", None, "application/json", 5)
+    with pytest.raises(WireError, match="not an HTTP"):
+        wire.exchange("GET", "/b", None, "application/json", 5)
+    assert wire.exchange("GET", "/c", None, "application/json", 5).body == b"{}"
+    assert peer.connections == 3
+
+
+@pytest.mark.parametrize("peer", [[None, _ok(b'{"late": false}')]], indirect=True)
+def test_silence_is_a_timeout_and_the_next_request_gets_its_own_answer(peer: Peer) -> None:
+    wire = _wire(peer)
+    with pytest.raises(WireTimeout):
+        wire.exchange("GET", "/slow", None, "application/json", 0.2)
+    assert wire.exchange("GET", "/next", None, "application/json", 5).body == b'{"late": false}'
+    assert peer.connections == 2
+
+
+def test_a_refused_connection_is_an_error() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # bound, never listening: refused
+        wire = Wire(lambda: urllib3.HTTPConnectionPool("127.0.0.1", port), {})
+        with pytest.raises(WireError) as refused:
+            wire.exchange("GET", "/", None, "application/json", 1)
+        assert not isinstance(refused.value, WireTimeout)
