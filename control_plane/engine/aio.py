@@ -2,8 +2,9 @@
 
 A search whose plan is cached (ADR 0030) makes one engine request, its tiers' ``_msearch``.
 Sent from the API's event loop, it costs no thread-pool hop and no blocking client: this
-client writes the request on a kept-alive connection and parses the answer with httptools
-(llhttp, the parser uvicorn serves with), so the loop serves other requests meanwhile.
+client writes the request on a kept-alive connection, parses the answer with httptools
+(llhttp, the parser uvicorn serves with) and decodes it as the synchronous adapters do
+(:mod:`control_plane.engine.codec`), so the loop serves other requests meanwhile.
 Everything else (percolation, loading a policy set, the workflow) goes through the
 synchronous adapters of :mod:`control_plane.engine`.
 
@@ -27,9 +28,9 @@ from typing import Any, cast
 from urllib.parse import unquote, urlsplit
 
 import httptools
-import orjson
 
 from control_plane import deadline
+from control_plane.engine import codec
 from control_plane.engine.base import (
     EngineError,
     EngineTimeout,
@@ -161,8 +162,8 @@ class AsyncEngine:
         except (OSError, ConnectionError) as error:
             raise EngineUnavailable(f"the engine at {self.url} is unreachable: {error}") from error
         try:
-            info = orjson.loads(payload) if payload else None
-        except orjson.JSONDecodeError as error:
+            info = codec.decode(payload) if payload else None
+        except ValueError as error:
             if status < 400:
                 raise EngineError(
                     f"{method} {path}: the engine's answer is not JSON", status=status
