@@ -136,7 +136,7 @@ def run(url: str, variants: dict[str, dict[str, str]], threads: list[int], recor
     table: dict[str, dict[str, Any]] = {}
     for name, by_count in results.items():
         table[name] = {
-            count: {f"{figure}_median": statistics.median(run[figure] for run in runs) for figure in figures}
+            count: {f"{f}_median": round(statistics.median(run[f] for run in runs), 1) for f in figures}
             | {"bytes_per_record": runs[0]["bytes_per_record"], "runs": runs}
             for count, runs in by_count.items()
         }

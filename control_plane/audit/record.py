@@ -42,22 +42,30 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-_PYTHON_ONLY_FORMS = re.compile(rb"0\.0000|e-")
-"""where orjson's text can differ from ``json.dumps``'s: a float under 1e-4 (``0.00001``
-against ``1e-05``, ``1.5e-7`` against ``1.5e-07``). Any match, even inside a string, sends
-the data through ``json.dumps`` instead: slower, never another form."""
+def _python_only_forms(text: bytes) -> bool:
+    """Where orjson's text can differ from ``json.dumps``'s: a float under 1e-4 (``0.00001``
+    against ``1e-05``, ``1.5e-7`` against ``1.5e-07``), i.e. a digit followed by ``e-``, or
+    ``0.0000``. Any match, even inside a string, sends the data through ``json.dumps``:
+    slower, never another form. (Plain ``find``: a regular expression is 5-10x slower here.)"""
+    at = text.find(b"e-")
+    while at >= 0:
+        if at and 48 <= text[at - 1] <= 57:  # a digit
+            return True
+        at = text.find(b"e-", at + 2)
+    return b"0.0000" in text
 
 
 def canonical_bytes(data: Any) -> bytes:
-    """:func:`canonical_json` as UTF-8 bytes, by orjson where its bytes are the same (they
-    are but for floats under 1e-4, integers past 64 bits, non-finite floats and lone
-    surrogates, which all go through ``json.dumps``: the form never changes, records written
-    before orjson verify as they did)."""
+    """:func:`canonical_json` as UTF-8 bytes, by orjson where its bytes are the standard
+    library's: they are but for floats under 1e-4, integers past 64 bits and lone surrogates,
+    which go through ``json.dumps`` (the form does not change: records written before orjson
+    verify as they did), and non-finite floats, which orjson writes ``null`` (``json.dumps``
+    wrote ``NaN``, which is not JSON; ``verify`` accepts a record hashed either way)."""
     try:
         text = orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
     except (TypeError, orjson.JSONEncodeError):
         return canonical_json_python(data).encode("utf-8")
-    if _PYTHON_ONLY_FORMS.search(text) is not None:
+    if _python_only_forms(text):
         return canonical_json_python(data).encode("utf-8")
     return text
 

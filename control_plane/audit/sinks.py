@@ -104,8 +104,11 @@ class JsonlSink:
         """The records, one line each, in one ``write`` and one ``fsync`` (group commit)."""
         line = b"".join(canonical_bytes(record) + b"\n" for record in records)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o640)
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o640)
+            except FileNotFoundError:  # no directory yet (the first record): made once, not per batch
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o640)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 try:
