@@ -6,12 +6,16 @@ an extraction, a status override; records of one cached plan share nothing they 
 from __future__ import annotations
 
 import dataclasses
+import json
+import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from control_plane.audit.decision import decision_data, plan_fields
+from control_plane.audit.keys import read_key_file
 from control_plane.audit.record import (
     DecisionRecord,
     Extraction,
@@ -21,8 +25,14 @@ from control_plane.audit.record import (
     request_params,
 )
 from control_plane.audit.recorder import _outcome_fields
+from control_plane.audit.sinks import JsonlSink
+from control_plane.audit.verify import verify_lines
+from control_plane.bootstrap import profile_of
+from control_plane.config import Settings
+from control_plane.engine import Engine
 from control_plane.service import Outcome, SearchRequest, SearchService
 from control_plane.times import iso
+from tests.audit.conftest import jsonl_recorder
 from tests.clocks import FIXED_NOW
 
 INTENTS = ("chocolate without peanuts", "cheap chocolate", "ORANGES", "oranges", "chocolat sans arachide",
@@ -110,3 +120,46 @@ def test_a_plan_shared_under_another_intent_is_not_reported_as_its_neighbours(
     assert other.renderings is outcome.compiled.renderings
     assert plan_fields(other, True)["intent"] == "something else"
     assert plan_fields(outcome.compiled, True)["intent"] == outcome.compiled.intent
+
+
+def test_threads_recording_hits_of_fresh_plans_get_the_models_records_sealed_in_order(
+    engine: Engine, settings: Settings, tmp_path: Path
+) -> None:
+    """8 threads record the first hits of plans nobody recorded yet (the per-plan parts are
+    computed while other threads read them), through the writer in batches of 4: every record
+    is the model's, the chain is in file order, each thread's records in the order it wrote."""
+    service = SearchService(settings, engine, profile_of(settings))  # a plan cache of its own
+    requests = [SearchRequest(intent=intent, size=3 + n) for n, intent in enumerate(INTENTS[:4])]
+    served = [(request, service.search(request, FIXED_NOW)) for request in requests]
+    service.close()
+    recorder = jsonl_recorder(tmp_path, batch=4)
+    threads, each = 8, 12
+
+    def write(thread: int) -> None:
+        for n in range(each):
+            request, outcome = served[(thread + n) % len(served)]
+            recorder.decision(f"t{thread}-{n}", request, outcome, client="c-1", time=FIXED_NOW, now=FIXED_NOW)
+
+    workers = [threading.Thread(target=write, args=(t,)) for t in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    recorder.close()
+    path = tmp_path / "decisions.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r["sequence"] for r in records] == list(range(threads * each))
+    for thread in range(threads):
+        assert [r["request_id"] for r in records if r["request_id"].startswith(f"t{thread}-")] == [
+            f"t{thread}-{n}" for n in range(each)
+        ]
+    for record in records:
+        thread, n = (int(x) for x in record["request_id"][1:].split("-"))
+        request, outcome = served[(thread + n) % len(served)]
+        expected = _model_record(record["request_id"], request, outcome, True, None, None)
+        sealed = {k: v for k, v in record.items() if k not in ("writer", "sequence", "prev_hash", "hash",
+                                                               "key_id", "mac")}
+        assert sealed == {k: v for k, v in expected.items() if k not in ("writer", "sequence", "prev_hash",
+                                                                         "hash")}
+    report = verify_lines(JsonlSink(path).lines(), keys=read_key_file(tmp_path / "audit.key"))
+    assert report.ok and report.keyed and report.records == threads * each
