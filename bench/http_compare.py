@@ -20,6 +20,7 @@ import shlex
 import signal
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -79,10 +80,14 @@ def run(engine: Engine, url: str, before: Path, workers: int, seconds: float, ro
                 single[f"{variant}_ratio_p95"] = round(latency[variant]["p95_ms"] / raw_ms["p95_ms"], 2)
             throughput: dict[str, Any] = {}
             for threads in bench_http.CONCURRENCY:
-                figures: dict[str, Any] = {
-                    variant: bench_http._throughput(call[variant], bases[variant], intents, threads, seconds)
-                    for variant in ("before", "governed", "raw")
-                }
+                figures: dict[str, Any] = {}
+                for variant in ("before", "governed", "raw"):  # each server's CPU per request too
+                    server = {"before": old, "governed": new}.get(variant)
+                    meters = {"service": partial(environment.tree_cpu_s, server.pid)} if server else {}
+                    measured = bench_http._metered(call[variant], bases[variant], intents, threads, seconds,
+                                                   meters)
+                    figures[variant] = measured.pop("req_s")
+                    figures.update({f"{variant}_{name}": value for name, value in measured.items()})
                 figures["ratio_before"] = round(figures["before"] / figures["raw"], 2)
                 figures["ratio"] = round(figures["governed"] / figures["raw"], 2)
                 throughput[str(threads)] = figures
@@ -104,11 +109,13 @@ def report(result: dict[str, Any]) -> str:
     for variant in ("before", "before_cold", "governed", "governed_cold", "raw"):
         lat = single["latency"][variant]
         lines.append(f"| {variant} | {lat['p50_ms']} | {lat['p95_ms']} | {lat['p99_ms']} |")
-    lines += ["", "| concurrency | before req/s | after req/s | raw req/s | before / raw | after / raw |",
-              "| --- | --- | --- | --- | --- | --- |"]
+    lines += ["", "| concurrency | before req/s | after req/s | raw req/s | before / raw | after / raw"
+              " | service CPU ms / request, before | after |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for threads, f in data["throughput_req_s"].items():
         lines.append(f"| {threads} | {f['before']} | {f['governed']} | {f['raw']}"
-                     f" | {f['ratio_before']} | {f['ratio']} |")
+                     f" | {f['ratio_before']} | {f['ratio']} | {f.get('before_service_cpu_ms')}"
+                     f" | {f.get('governed_service_cpu_ms')} |")
     return "\n".join(lines)
 
 

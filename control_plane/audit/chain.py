@@ -6,7 +6,8 @@ Every writer (one process: ``audit.instance_id``) numbers its records ``0, 1, 2,
     prev_hash = hash of the writer's previous record (GENESIS for sequence 0)
     hash      = sha256(canonical JSON of the record without its "hash" key)
 
-Canonical JSON: sorted keys, no whitespace, UTF-8 as is (``record.canonical_json``).
+Canonical JSON: sorted keys, no whitespace, UTF-8 as is (``record.canonical_json``; taken
+by orjson where its bytes are the standard library's, see ``record.canonical_bytes``).
 Editing a record changes its hash; deleting one leaves a sequence gap; moving one breaks
 the order.
 
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from control_plane.audit.keys import KeyRing
-from control_plane.audit.record import canonical_json
+from control_plane.audit.record import canonical_bytes, canonical_json_python
 
 GENESIS = "0" * 64
 RECORD_MAC = "govsearch-audit-record-v1"
@@ -34,7 +35,22 @@ RECORD_MAC = "govsearch-audit-record-v1"
 def record_hash(record: dict[str, Any]) -> str:
     """The hash a record must carry: over every key but ``hash`` and ``mac``."""
     body = {key: value for key, value in record.items() if key not in ("hash", "mac")}
-    return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()
+    return hashlib.sha256(canonical_bytes(body)).hexdigest()
+
+
+def stored_hash_matches(record: dict[str, Any], stored: Any) -> str | None:
+    """The record's hash when it is ``stored``, else None. Tried by orjson's bytes first, then
+    by the standard library's: they differ only on non-finite floats (orjson writes ``null``,
+    ``json.dumps`` ``NaN``), which a record written before orjson may hold."""
+    digest = record_hash(record)
+    if digest == stored:
+        return digest
+    body = {key: value for key, value in record.items() if key not in ("hash", "mac")}
+    try:
+        legacy = hashlib.sha256(canonical_json_python(body).encode("utf-8")).hexdigest()
+    except UnicodeEncodeError:
+        return None
+    return legacy if legacy == stored else None
 
 
 @dataclass
@@ -65,11 +81,14 @@ class Chain:
             "sequence": self.head.sequence,
             "prev_hash": self.head.prev_hash,
         }
-        if self.keys is not None and self.keys.signing is not None:
-            sealed["key_id"] = self.keys.signing
-        sealed["hash"] = record_hash(sealed)
-        if self.keys is not None and self.keys.signing is not None:
-            sealed["mac"] = self.keys.mac(self.keys.signing, RECORD_MAC, sealed["hash"])
+        signing = self.keys.signing if self.keys is not None else None
+        if signing is not None:
+            sealed["key_id"] = signing
+        sealed.pop("hash", None)  # the hashed content: every key but these two
+        sealed.pop("mac", None)
+        sealed["hash"] = digest = hashlib.sha256(canonical_bytes(sealed)).hexdigest()
+        if self.keys is not None and signing is not None:
+            sealed["mac"] = self.keys.mac(signing, RECORD_MAC, digest)
         return sealed
 
     def advance(self, sealed: dict[str, Any]) -> None:

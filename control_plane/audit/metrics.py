@@ -29,6 +29,8 @@ class _CacheCollector(Collector):
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        self._children: dict[tuple[int, str], Any] = {}
+        """labelled children by (metric, label value): see ``_child``"""
         r = self.registry
         self.requests = Counter("govsearch_requests", "requests recorded, by status", ["status"], registry=r)
         self.stage_latency = Histogram(
@@ -62,20 +64,31 @@ class Metrics:
     def watch_cache(self, counts: Callable[[], tuple[int, int]]) -> None:
         self.registry.register(_CacheCollector(counts))
 
+    def _child(self, metric: Any, label: str) -> Any:
+        """``metric.labels(label)``, looked up once per label (``labels`` takes a lock and
+        checks its arguments every time: a dictionary read is enough on the request path)."""
+        key = (id(metric), label)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(label)
+        return child
+
     def observe_decision(self, record: dict[str, Any]) -> None:
-        self.requests.labels(record["status"]).inc()
+        child = self._child
+        status = record["status"]
+        child(self.requests, status).inc()
         for stage, ms in record.get("latency_ms", {}).items():
-            self.stage_latency.labels(stage).observe(ms / 1000)
+            child(self.stage_latency, stage).observe(ms / 1000)
         for policy_id in record.get("applied_policies", []):
-            self.policies_fired.labels(policy_id).inc()
+            child(self.policies_fired, policy_id).inc()
         if record.get("tier"):
-            self.tier_served.labels(record["tier"]).inc()
-        if record["status"] == "no_results":
+            child(self.tier_served, record["tier"]).inc()
+        if status == "no_results":
             self.zero_results.inc()
-        elif record["status"] == "abstained":
+        elif status == "abstained":
             self.abstentions.inc()
         if record.get("error"):
-            self.errors.labels(record["error"]["code"]).inc()
+            child(self.errors, record["error"]["code"]).inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from control_plane.audit.checkpoints import CheckpointStore, checkpoint_store
+from control_plane.audit.decision import decision_data, dsl_digest
 from control_plane.audit.keys import KeyRing, load_key_ring
 from control_plane.audit.metrics import Metrics
 from control_plane.audit.record import (
@@ -127,7 +128,7 @@ def _outcome_fields(outcome: Outcome, raw: bool) -> dict[str, Any]:
     execution = outcome.execution
     return {
         **_compiled_fields(outcome.compiled, raw),
-        "dsl_sha256": sha256_json(execution.dsl),
+        "dsl_sha256": dsl_digest(outcome.compiled, execution.dsl),
         "status": execution.status,
         "tier": execution.tier,
         "tiers": [
@@ -331,23 +332,17 @@ class Recorder:
         endpoint: str = "search",
         status: str | None = None,
     ) -> dict[str, Any]:
-        raw = self.store_raw_intent
-        fields = _outcome_fields(outcome, raw)
-        if status is not None:
-            fields["status"] = status
-        record = DecisionRecord(
-            request_id=request_id,
+        return decision_data(  # the plan's parts once per cached plan, the request's own here
+            request_id,
+            request,
+            outcome,
+            raw=self.store_raw_intent,
             **self._instants(time, now),
             client=client,
             endpoint=endpoint,
-            extraction=extraction,
-            request=request_params(
-                request.cohorts, request.market, request.user_id, request.page, request.size, raw
-            ),
-            **fields,
+            extraction=extraction.model_dump(mode="json") if extraction is not None else None,
+            status=status,
         )
-        data: dict[str, Any] = record.model_dump(mode="json")
-        return data
 
     def agent(
         self,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from control_plane.audit.chain import Head
-from control_plane.audit.record import canonical_json
+from control_plane.audit.record import canonical_bytes
 from control_plane.engine import Engine, EngineError
 
 #: the audit index mapping: the chain keys and what the API filters on; the rest of the
@@ -102,10 +102,13 @@ class JsonlSink:
 
     def write_many(self, records: list[dict[str, Any]]) -> None:
         """The records, one line each, in one ``write`` and one ``fsync`` (group commit)."""
-        line = "".join(canonical_json(record) + "\n" for record in records).encode("utf-8")
+        line = b"".join(canonical_bytes(record) + b"\n" for record in records)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o640)
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o640)
+            except FileNotFoundError:  # no directory yet (the first record): made once, not per batch
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o640)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 try:

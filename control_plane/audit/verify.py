@@ -33,7 +33,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from control_plane.audit.chain import GENESIS, RECORD_MAC, record_hash
+from control_plane.audit.chain import GENESIS, RECORD_MAC, stored_hash_matches
 from control_plane.audit.checkpoints import check_checkpoint
 from control_plane.audit.keys import KeyRing
 
@@ -142,8 +142,8 @@ def _record_problem(
     seen: set[int],
 ) -> tuple[Problem, str] | None:
     sequence = int(record["sequence"])
-    digest = record_hash(record)
-    if digest != record.get("hash"):
+    digest = stored_hash_matches(record, record.get("hash"))
+    if digest is None:
         return "edited", f"content does not hash to the stored hash (sequence {sequence})"
     if keys is not None:
         wrong = keys.check(record.get("key_id"), RECORD_MAC, digest, record.get("mac"))
