@@ -103,7 +103,7 @@ class State:
                 "field": key,
                 "strategy": strategy,
                 "winner": winner.policy.id,
-                "losers": tuple(loser.policy.id for loser in losers),
+                "losers": tuple([loser.policy.id for loser in losers]),
                 "reason": reason,
             },
         )
@@ -154,9 +154,15 @@ class Draft(State):
     def with_plan(self, **update: object) -> State:
         values = self.__dict__
         current = values["plan"].__dict__
-        changed = [name for name, value in update.items() if current[name] is not value]
-        if not changed:
-            return self
+        if len(update) == 1:  # the usual call: one field
+            (name, value), = update.items()
+            if current[name] is value:
+                return self
+            changed = [name]
+        else:
+            changed = [name for name, value in update.items() if current[name] is not value]
+            if not changed:
+                return self
         if not values["own_plan"]:
             values["plan"] = replaced(values["plan"], {})
             values["own_plan"] = True
@@ -190,11 +196,13 @@ class Remembered(Generic[_V]):
     def get(self, owner: object, *keys: object, also: tuple[object, ...] = ()) -> _V | None:
         if REFERENCE:
             return None
-        entry = self._entries.get((id(owner), len(also), *map(id, also), *keys))
+        key = (id(owner), len(also), *map(id, also), *keys) if also else (id(owner), 0, *keys)
+        entry = self._entries.get(key)
         if entry is None or entry[0] is not owner:
             return None
-        if any(held is not given for held, given in zip(entry[1], also, strict=True)):
-            return None
+        for held, given in zip(entry[1], also, strict=True):  # the key holds their count
+            if held is not given:
+                return None
         return entry[2]
 
     def put(self, owner: object, value: _V, *keys: object, also: tuple[object, ...] = ()) -> _V:
@@ -205,12 +213,12 @@ class Remembered(Generic[_V]):
 
 
 _M = TypeVar("_M", bound=BaseModel)
-_set = object.__setattr__
 _new = object.__new__
 #: the slots every pydantic model has, set through their descriptors (no attribute lookup)
 _FIELDS_SET = BaseModel.__dict__["__pydantic_fields_set__"].__set__
 _EXTRA = BaseModel.__dict__["__pydantic_extra__"].__set__
 _PRIVATE = BaseModel.__dict__["__pydantic_private__"].__set__
+_DICT = BaseModel.__dict__["__dict__"].__set__
 
 
 def made(cls: type[_M], values: dict[str, object]) -> _M:
@@ -220,7 +228,7 @@ def made(cls: type[_M], values: dict[str, object]) -> _M:
     lists): ``tests/composer/test_fast_models.py`` revalidates whole compositions to hold
     the composer to it."""
     new = _new(cls)
-    _set(new, "__dict__", values)
+    _DICT(new, values)
     _FIELDS_SET(new, set(values))
     _EXTRA(new, None)
     _PRIVATE(new, None)
@@ -234,7 +242,7 @@ def replaced(model: _M, update: Mapping[str, object]) -> _M:
     new = _new(type(model))
     values = model.__dict__.copy()
     values.update(update)
-    _set(new, "__dict__", values)
+    _DICT(new, values)
     _FIELDS_SET(new, model.__pydantic_fields_set__ | update.keys())
     _EXTRA(new, None)
     _PRIVATE(new, None)
