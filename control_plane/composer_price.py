@@ -35,7 +35,10 @@ def claim_price(state: State, actor: Actor, body: PriceRule) -> State:
         bound = body.min if side == "min" else body.max
         if bound is None:
             continue
-        if isinstance(bound, RelativeBound):
+        if type(bound) is float or type(bound) is int:  # the usual bound, without the model hook
+            claims.append(_claim(side, actor, body.strategy, float(bound)))
+            absolute = True
+        elif isinstance(bound, RelativeBound):
             claims.append(_claim(side, actor, body.strategy, None, bound.percentile, bound.of))
         elif isinstance(bound, str):
             raise TypeError(f"price bound {bound!r} of '{actor.id}' reached the cascade unbound")
