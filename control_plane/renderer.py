@@ -80,7 +80,10 @@ semantics for every value that went through ``tojson`` (keys sorted at every lev
 as lists, no NaN), the template's order for the outermost template's own keys. A clause
 made of scalars and flat lists of scalars only (filters, boosts, price bounds, text
 clauses, facets) is rendered by Jinja once per distinct typed values and filled from its
-cached skeleton and holes afterwards (ADR 0016).
+cached skeleton and holes afterwards (ADR 0016). A template that embeds rendered clauses
+(the envelope, the scoring layers, the request body) is rendered once per *shape* of its
+values, with a stand-in for each clause that refuses every use but ``tojson``, and filled
+with each call's own clauses afterwards (:func:`_container`, ADR 0029).
 """
 
 from __future__ import annotations
