@@ -11,6 +11,7 @@ iteration order.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, fields
 from typing import Generic, Literal, TypeVar
 
@@ -103,7 +104,7 @@ class State:
                 "field": key,
                 "strategy": strategy,
                 "winner": winner.policy.id,
-                "losers": tuple([loser.policy.id for loser in losers]),
+                "losers": _ids(losers),
                 "reason": reason,
             },
         )
@@ -119,7 +120,7 @@ class State:
         new = _new(Draft)
         values = new.__dict__
         values.update(self.__dict__)
-        values["touched"] = set()
+        values["touched"] = _UNTOUCHED  # a set of its own with the plan's first change
         values["own_plan"] = False
         return new
 
@@ -138,7 +139,7 @@ class Draft(State):
     drafts the next step from it and never changes it again.
     """
 
-    touched: set[str] = field(default_factory=set)
+    touched: AbstractSet[str] = field(default_factory=frozenset)
     own_plan: bool = False
     """the plan is this draft's own copy (made on the first change)"""
 
@@ -149,6 +150,21 @@ class Draft(State):
             unknown = changes.keys() - _STATE_FIELDS
             raise TypeError(f"State has no field {', '.join(sorted(unknown))}")
         self.__dict__.update(changes)
+        return self
+
+    def record(self, key: str, strategy: str, winner: Actor, losers: Sequence[Actor], reason: str) -> State:
+        resolution = made(
+            Resolution,
+            {
+                "field": key,
+                "strategy": strategy,
+                "winner": winner.policy.id,
+                "losers": _ids(losers),
+                "reason": reason,
+            },
+        )
+        values = self.__dict__
+        values["resolutions"] = (*values["resolutions"], resolution)
         return self
 
     def with_plan(self, **update: object) -> State:
@@ -166,15 +182,17 @@ class Draft(State):
         if not values["own_plan"]:
             values["plan"] = replaced(values["plan"], {})
             values["own_plan"] = True
+            values["touched"] = set()
         plan = values["plan"]
         for name in changed:
             plan.__dict__[name] = update[name]
         plan.__pydantic_fields_set__.update(changed)
-        self.touched.update(changed)
+        values["touched"].update(changed)
         return self
 
 
 _STATE_FIELDS = frozenset(f.name for f in fields(State))
+_UNTOUCHED: frozenset[str] = frozenset()
 
 
 _V = TypeVar("_V")
@@ -221,6 +239,12 @@ _PRIVATE = BaseModel.__dict__["__pydantic_private__"].__set__
 _DICT = BaseModel.__dict__["__dict__"].__set__
 
 
+def _ids(losers: Sequence[Actor]) -> tuple[str, ...]:
+    if len(losers) == 1:  # the usual contest
+        return (losers[0].policy.id,)
+    return tuple([loser.policy.id for loser in losers])
+
+
 def made(cls: type[_M], values: dict[str, object]) -> _M:
     """``cls(**values)`` without validation, for the explanation records the cascade makes
     by the hundred from data validated at the edges (policies, matches). ``values`` names
@@ -229,10 +253,17 @@ def made(cls: type[_M], values: dict[str, object]) -> _M:
     the composer to it."""
     new = _new(cls)
     _DICT(new, values)
-    _FIELDS_SET(new, set(values))
+    fields_set = _ALL_SET.get(cls)
+    if fields_set is None:
+        fields_set = _ALL_SET[cls] = set(cls.model_fields)
+    _FIELDS_SET(new, fields_set)  # shared: frozen models, and model_copy copies it
     _EXTRA(new, None)
     _PRIVATE(new, None)
     return new
+
+
+#: model class -> the set of all its fields, which every record ``made`` of it shares
+_ALL_SET: dict[type, set[str]] = {}
 
 
 def replaced(model: _M, update: Mapping[str, object]) -> _M:
