@@ -231,7 +231,7 @@ import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel
 
@@ -699,14 +699,18 @@ class _Dumped:
         self._seen: dict[int, tuple[object, Any]] = {}
 
     def __call__(self, value: object) -> Any:
-        if not isinstance(value, tuple | BaseModel):
+        kind = type(value)
+        if kind is str or value is None or kind is float or kind is int or kind is bool:
+            return value  # (isinstance against a pydantic class costs a metaclass hook)
+        if kind is not tuple and kind not in _VALUE_MODELS and not isinstance(value, BaseModel):
             return value
         entry = self._seen.get(id(value))
         if entry is None:
             if isinstance(value, tuple):  # a step's "after" is often the next one's "before"
                 entry = (value, [self(item) for item in value])
             else:
-                data = value.model_dump(mode="json") if composer_state.REFERENCE else _dump(value, self)
+                model = cast(BaseModel, value)  # a value model (checked above)
+                data = model.model_dump(mode="json") if composer_state.REFERENCE else _dump(model, self)
                 entry = (value, data)
             self._seen[id(value)] = entry
         return entry[1]
@@ -763,6 +767,8 @@ def _dump(model: BaseModel, dumped: _Dumped) -> Any:
     return model.model_dump(mode="json")
 
 
+#: the plan's value models, which :func:`_dump` writes out
+_VALUE_MODELS = frozenset({Constraint, Boost, Bound, PriceBounds, Weight, Sponsored})
 _CHANGED_FIELDS = tuple(name for name in Plan.model_fields if name != "applied")
 _FIELD_ORDER = {name: position for position, name in enumerate(_CHANGED_FIELDS)}
 

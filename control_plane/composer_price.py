@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Protocol
+from typing import Literal, Protocol
 
+import control_plane.composer_state as composer_state
 from control_plane.composer_state import Actor, PriceClaim, Side, State, made, precedence
 from control_plane.plan import Bound, Constraint, PriceBounds
 from control_plane.policy import PriceRule, RelativeBound
@@ -29,26 +30,54 @@ class StatsLike(Protocol):
 
 def claim_price(state: State, actor: Actor, body: PriceRule) -> State:
     claims = list(state.prices)
+    absolute = False
     for side in ("min", "max"):
         bound = body.min if side == "min" else body.max
         if bound is None:
             continue
-        if isinstance(bound, RelativeBound):
-            claims.append(PriceClaim(side, actor, body.strategy, None, bound.percentile, bound.of))
+        if type(bound) is float or type(bound) is int:  # the usual bound, without the model hook
+            claims.append(_claim(side, actor, body.strategy, float(bound)))
+            absolute = True
+        elif isinstance(bound, RelativeBound):
+            claims.append(_claim(side, actor, body.strategy, None, bound.percentile, bound.of))
         elif isinstance(bound, str):
             raise TypeError(f"price bound {bound!r} of '{actor.id}' reached the cascade unbound")
         else:
-            claims.append(PriceClaim(side, actor, body.strategy, float(bound)))
+            claims.append(_claim(side, actor, body.strategy, float(bound)))
+            absolute = True
     state = state.evolved(prices=tuple(claims))
+    if not absolute and not composer_state.REFERENCE:  # a relative claim waits: the bounds so far stand
+        return state
     resolved = [c for c in state.prices if c.value is not None]
-    bounds = made(PriceBounds, {"min": _bound("min", resolved), "max": _bound("max", resolved)})
-    return state.with_plan(price=bounds)
+    current = state.plan.price
+    low, high = _bound("min", resolved, current.min), _bound("max", resolved, current.max)
+    if low is current.min and high is current.max and not composer_state.REFERENCE:
+        return state
+    return state.with_plan(price=made(PriceBounds, {"min": low, "max": high}))
 
 
-def _bound(side: Side, claims: Sequence[PriceClaim]) -> Bound | None:
+def _claim(
+    side: Side,
+    actor: Actor,
+    strategy: Literal["most_restrictive", "override"],
+    value: float | None,
+    percentile: int | None = None,
+    of: Literal["union", "each", "max"] = "union",
+) -> PriceClaim:
+    """``PriceClaim(...)`` without the frozen dataclass's ``__init__`` (one
+    ``object.__setattr__`` per field)."""
+    claim = object.__new__(PriceClaim)
+    claim.__dict__.update(
+        side=side, actor=actor, strategy=strategy, value=value, percentile=percentile, of=of
+    )
+    return claim
+
+
+def _bound(side: Side, claims: Sequence[PriceClaim], current: Bound | None = None) -> Bound | None:
     """The bound :func:`_fold` gives for ``claims``, without wording its resolutions: during
     the cascade the plan shows the bound so far, and the contests are recorded once, by
-    :func:`finish_price` (``claims`` are resolved and in application order)."""
+    :func:`finish_price` (``claims`` are resolved and in application order). ``current``
+    (the plan's bound so far) is returned itself when the bound is the same."""
     best: PriceClaim | None = None
     holder: Actor | None = None
     for claim in claims:
@@ -67,6 +96,13 @@ def _bound(side: Side, claims: Sequence[PriceClaim]) -> Bound | None:
             holder = claim.actor
     if best is None or best.value is None:
         return None
+    if current is not None and not composer_state.REFERENCE:
+        data = current.__dict__
+        if (
+            data["value"] is best.value and data["policy"] == best.actor.id
+            and data["relative"] == best.percentile
+        ):
+            return current
     return made(Bound, {"value": best.value, "policy": best.actor.id, "relative": best.percentile})
 
 
@@ -120,12 +156,15 @@ def _fold(state: State, side: Side, claims: Sequence[PriceClaim]) -> tuple[State
 
 def finish_price(state: State, stats: Mapping[str, StatsLike]) -> State:
     """Resolve relative claims against the final category, then fold both sides."""
+    if not state.prices and not composer_state.REFERENCE:
+        return state  # no price rule applied: the bounds stay empty
+    state = state.draft()  # one copy, then the resolutions are recorded in place
     claims: list[PriceClaim] = []
     for claim in state.prices:
         if claim.percentile is not None:
             value, reason = _percentile(claim, state.plan.category, stats)
             state = state.record(f"price.{claim.side}", "relative", claim.actor, [], reason)
-            claim = PriceClaim(claim.side, claim.actor, claim.strategy, value, claim.percentile, claim.of)
+            claim = _claim(claim.side, claim.actor, claim.strategy, value, claim.percentile, claim.of)
         claims.append(claim)
     state, low = _fold(state, "min", claims)
     state, high = _fold(state, "max", claims)

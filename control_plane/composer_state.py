@@ -11,6 +11,7 @@ iteration order.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, fields
 from typing import Generic, Literal, TypeVar
 
@@ -103,7 +104,7 @@ class State:
                 "field": key,
                 "strategy": strategy,
                 "winner": winner.policy.id,
-                "losers": tuple(loser.policy.id for loser in losers),
+                "losers": _ids(losers),
                 "reason": reason,
             },
         )
@@ -119,7 +120,7 @@ class State:
         new = _new(Draft)
         values = new.__dict__
         values.update(self.__dict__)
-        values["touched"] = set()
+        values["touched"] = _UNTOUCHED  # a set of its own with the plan's first change
         values["own_plan"] = False
         return new
 
@@ -138,7 +139,7 @@ class Draft(State):
     drafts the next step from it and never changes it again.
     """
 
-    touched: set[str] = field(default_factory=set)
+    touched: AbstractSet[str] = field(default_factory=frozenset)
     own_plan: bool = False
     """the plan is this draft's own copy (made on the first change)"""
 
@@ -151,24 +152,47 @@ class Draft(State):
         self.__dict__.update(changes)
         return self
 
+    def record(self, key: str, strategy: str, winner: Actor, losers: Sequence[Actor], reason: str) -> State:
+        resolution = made(
+            Resolution,
+            {
+                "field": key,
+                "strategy": strategy,
+                "winner": winner.policy.id,
+                "losers": _ids(losers),
+                "reason": reason,
+            },
+        )
+        values = self.__dict__
+        values["resolutions"] = (*values["resolutions"], resolution)
+        return self
+
     def with_plan(self, **update: object) -> State:
         values = self.__dict__
         current = values["plan"].__dict__
-        changed = [name for name, value in update.items() if current[name] is not value]
-        if not changed:
-            return self
+        if len(update) == 1:  # the usual call: one field
+            (name, value), = update.items()
+            if current[name] is value:
+                return self
+            changed = [name]
+        else:
+            changed = [name for name, value in update.items() if current[name] is not value]
+            if not changed:
+                return self
         if not values["own_plan"]:
             values["plan"] = replaced(values["plan"], {})
             values["own_plan"] = True
+            values["touched"] = set()
         plan = values["plan"]
         for name in changed:
             plan.__dict__[name] = update[name]
         plan.__pydantic_fields_set__.update(changed)
-        self.touched.update(changed)
+        values["touched"].update(changed)
         return self
 
 
 _STATE_FIELDS = frozenset(f.name for f in fields(State))
+_UNTOUCHED: frozenset[str] = frozenset()
 
 
 _V = TypeVar("_V")
@@ -190,11 +214,13 @@ class Remembered(Generic[_V]):
     def get(self, owner: object, *keys: object, also: tuple[object, ...] = ()) -> _V | None:
         if REFERENCE:
             return None
-        entry = self._entries.get((id(owner), len(also), *map(id, also), *keys))
+        key = (id(owner), len(also), *map(id, also), *keys) if also else (id(owner), 0, *keys)
+        entry = self._entries.get(key)
         if entry is None or entry[0] is not owner:
             return None
-        if any(held is not given for held, given in zip(entry[1], also, strict=True)):
-            return None
+        for held, given in zip(entry[1], also, strict=True):  # the key holds their count
+            if held is not given:
+                return None
         return entry[2]
 
     def put(self, owner: object, value: _V, *keys: object, also: tuple[object, ...] = ()) -> _V:
@@ -205,12 +231,18 @@ class Remembered(Generic[_V]):
 
 
 _M = TypeVar("_M", bound=BaseModel)
-_set = object.__setattr__
 _new = object.__new__
 #: the slots every pydantic model has, set through their descriptors (no attribute lookup)
 _FIELDS_SET = BaseModel.__dict__["__pydantic_fields_set__"].__set__
 _EXTRA = BaseModel.__dict__["__pydantic_extra__"].__set__
 _PRIVATE = BaseModel.__dict__["__pydantic_private__"].__set__
+_DICT = BaseModel.__dict__["__dict__"].__set__
+
+
+def _ids(losers: Sequence[Actor]) -> tuple[str, ...]:
+    if len(losers) == 1:  # the usual contest
+        return (losers[0].policy.id,)
+    return tuple([loser.policy.id for loser in losers])
 
 
 def made(cls: type[_M], values: dict[str, object]) -> _M:
@@ -220,11 +252,18 @@ def made(cls: type[_M], values: dict[str, object]) -> _M:
     lists): ``tests/composer/test_fast_models.py`` revalidates whole compositions to hold
     the composer to it."""
     new = _new(cls)
-    _set(new, "__dict__", values)
-    _FIELDS_SET(new, set(values))
+    _DICT(new, values)
+    fields_set = _ALL_SET.get(cls)
+    if fields_set is None:
+        fields_set = _ALL_SET[cls] = set(cls.model_fields)
+    _FIELDS_SET(new, fields_set)  # shared: frozen models, and model_copy copies it
     _EXTRA(new, None)
     _PRIVATE(new, None)
     return new
+
+
+#: model class -> the set of all its fields, which every record ``made`` of it shares
+_ALL_SET: dict[type, set[str]] = {}
 
 
 def replaced(model: _M, update: Mapping[str, object]) -> _M:
@@ -234,7 +273,7 @@ def replaced(model: _M, update: Mapping[str, object]) -> _M:
     new = _new(type(model))
     values = model.__dict__.copy()
     values.update(update)
-    _set(new, "__dict__", values)
+    _DICT(new, values)
     _FIELDS_SET(new, model.__pydantic_fields_set__ | update.keys())
     _EXTRA(new, None)
     _PRIVATE(new, None)

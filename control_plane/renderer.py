@@ -80,7 +80,10 @@ semantics for every value that went through ``tojson`` (keys sorted at every lev
 as lists, no NaN), the template's order for the outermost template's own keys. A clause
 made of scalars and flat lists of scalars only (filters, boosts, price bounds, text
 clauses, facets) is rendered by Jinja once per distinct typed values and filled from its
-cached skeleton and holes afterwards (ADR 0016).
+cached skeleton and holes afterwards (ADR 0016). A template that embeds rendered clauses
+(the envelope, the scoring layers, the request body) is rendered once per *shape* of its
+values, with a stand-in for each clause that refuses every use but ``tojson``, and filled
+with each call's own clauses afterwards (:func:`_container`, ADR 0029).
 """
 
 from __future__ import annotations
@@ -180,7 +183,8 @@ def _hole(context: Any, value: Any) -> str:
 TEMPLATES.filters["tojson"] = _hole
 
 Node = tuple[Any, ...]
-"""A skeleton node: ("hole", n), ("value", scalar), ("list", nodes), ("dict", pairs, keyed)"""
+"""A skeleton node: ("hole", n), ("value", scalar), ("list", nodes), ("dict", pairs, keyed,
+the pairs sorted by key when no key is a hole)"""
 
 
 def _node(parsed: Any) -> Node:
@@ -193,7 +197,8 @@ def _node(parsed: Any) -> Node:
             (int(key[1:]) if key.startswith(_HOLE_MARK) else key, _node(item))
             for key, item in parsed.items()
         )
-        return ("dict", pairs, any(isinstance(key, int) for key, _ in pairs))
+        keyed = any(isinstance(key, int) for key, _ in pairs)
+        return ("dict", pairs, keyed, None if keyed else tuple(sorted(pairs, key=_first)))
     return ("value", parsed)
 
 
@@ -239,8 +244,18 @@ def _fill(node: Node, holes: list[Any], nested: bool) -> Any:
         return _data(holes[node[1]])
     if kind == "value":
         return node[1]
-    if kind == "list":
-        return [_fill(item, holes, nested) for item in node[1]]
+    if kind == "list":  # leaves inline: most nodes are holes and constants
+        return [
+            _data(holes[item[1]]) if item[0] == "hole" else item[1] if item[0] == "value"
+            else _fill(item, holes, nested)
+            for item in node[1]
+        ]
+    if not node[2]:  # the template's own keys: sorted once, when the skeleton was made
+        return {
+            key: _data(holes[item[1]]) if item[0] == "hole" else item[1] if item[0] == "value"
+            else _fill(item, holes, nested)
+            for key, item in (node[3] if nested else node[1])
+        }
     pairs = []
     for key, item in node[1]:
         if type(key) is int:
@@ -302,6 +317,8 @@ def _clause(template: str, _outermost: bool = False, **values: Any) -> dict[str,
     rendering is a function of those values alone, and a policy changed in a new version
     gives new values, hence a new key (a fragment is never reused for other values)."""
     key = _fragment_key(template, _outermost, values) if _FRAGMENT_CACHE else None
+    if key is None and _FRAGMENT_CACHE:
+        return _container(template, _outermost, values)
     found = _FRAGMENTS.get(key) if key is not None else None
     if found is not None:
         node, holes = found
@@ -314,6 +331,135 @@ def _clause(template: str, _outermost: bool = False, **values: Any) -> dict[str,
                 _FRAGMENTS.clear()
             _FRAGMENTS[key] = (node, [tuple(h) if type(h) is list else h for h in holes])
     filled: dict[str, Any] = _fill(node, holes, not _outermost)
+    return filled
+
+
+# --- containers: templates that embed rendered clauses ---------------------------------
+
+
+class _Touched(Exception):
+    """A template did something with a stand-in other than passing it through ``tojson``.
+    Not an AttributeError, TypeError or LookupError: Jinja catches those (an attribute it
+    cannot read becomes undefined), and the template would go on with another answer."""
+
+
+class _Slot(dict[str, Any]):
+    """Stands in for a rendered clause while a container template is rendered once per
+    shape: ``tojson`` keeps it as a hole; reading it in any other way (truth, length,
+    iteration, an attribute, an item, its keys or items, printing, comparing) raises
+    :class:`_Touched`, and the template is then rendered with the real values, every
+    time. A ``dict`` itself, so the type tests (``is mapping``, ``is string``...) answer
+    what they answer for the clause it stands for."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int) -> None:
+        super().__init__()
+        self.index = index
+
+    def _touched(self, *args: Any, **kwargs: Any) -> Any:
+        raise _Touched("a clause stand-in was used other than through tojson")
+
+    __bool__ = __len__ = __iter__ = __reversed__ = __getitem__ = __contains__ = _touched
+    __repr__ = __str__ = __format__ = _touched
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __or__ = __ror__ = __ior__ = _touched
+    keys = values = items = get = copy = pop = popitem = setdefault = update = clear = _touched
+    __hash__ = None
+
+    def __getattr__(self, name: str) -> Any:
+        raise _Touched(name)
+
+
+def _shaped(value: Any, slots: list[Any]) -> tuple[Any, Any]:
+    """(a hashable key that only an equally shaped value gives, the value with a
+    :class:`_Slot` for each clause). A clause is a dict holding a list or a dict: what
+    :func:`_clause` returns; it is appended to ``slots``. A flat dict of scalars (a
+    signal, a product weight) and lists are keyed item by item; TypeError for anything
+    else."""
+    kind = type(value)
+    if kind is dict:
+        for item in value.values():  # a clause's first value already says so
+            if type(item) not in _SCALARS:
+                slots.append(value)
+                return ("clause",), _Slot(len(slots) - 1)
+        keys = tuple(value)
+        if not all(type(name) is str for name in keys):
+            raise TypeError("a dict key that is not a string")
+        return (dict, tuple((name, _scalar(item)) for name, item in value.items())), value
+    if kind is list or kind is tuple:
+        pairs = [_shaped(item, slots) for item in value]
+        return (kind, tuple(key for key, _ in pairs)), kind(stand for _, stand in pairs)
+    return _scalar(value), value
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _unslotted(hole: Any, slots: list[Any]) -> Any:
+    """A stored hole with this call's clauses in place of their stand-ins."""
+    kind = type(hole)
+    if kind is _Slot:
+        return slots[hole.index]
+    if kind is tuple:
+        return [_unslotted(item, slots) for item in hole]
+    return hole
+
+
+def _storable(hole: Any) -> Any:
+    """A hole as kept for later calls: lists as tuples; a dict (a value the template made or
+    passed whole, which later calls must not share) is refused (TypeError)."""
+    kind = type(hole)
+    if kind is list or kind is tuple:
+        return tuple(_storable(item) for item in hole)
+    if kind is dict:
+        raise TypeError("a dict hole")
+    return hole
+
+
+#: (template, outermost, the values' shape) -> the skeleton and holes (with stand-ins) for
+#: that shape, or None: the template uses a clause other than through tojson
+_SHAPES: dict[tuple[Any, ...], tuple[Node, tuple[Any, ...]] | None] = {}
+_UNSEEN: Any = object()
+
+
+def _container(template: str, outermost: bool, values: dict[str, Any]) -> dict[str, Any]:
+    """:func:`_clause` for a template that embeds rendered clauses (the envelope, the
+    scoring layers, the request body): Jinja renders it once per shape of its values,
+    with a stand-in for each clause, and later calls fill the same skeleton with their
+    own clauses. The key holds every value that is not a clause, typed, and the shape of
+    every list, so the text is the one Jinja gives for the real values: a template that
+    does anything with a clause but print it through ``tojson`` is rendered with the real
+    values every time (ADR 0029)."""
+    slots: list[Any] = []
+    try:
+        pairs = [(name, *_shaped(value, slots)) for name, value in values.items()]
+    except TypeError:
+        return _rendered(template, outermost, values)
+    key = (template, outermost, tuple((name, shape) for name, shape, _ in pairs))
+    found = _SHAPES.get(key, _UNSEEN)
+    if found is _UNSEEN:
+        holes: list[Any] = []
+        try:
+            stand_ins = {name: stand for name, _, stand in pairs}
+            text = TEMPLATES.get_template(template).render(_holes=holes, **stand_ins)
+            found = (_skeleton(template, text), tuple(_storable(hole) for hole in holes))
+        except Exception:  # the template used a clause: no shape to keep (rendered below)
+            found = None
+        if len(_SHAPES) >= 4096:  # bounded, as the fragments are
+            _SHAPES.clear()
+        _SHAPES[key] = found
+    if found is None:
+        return _rendered(template, outermost, values)
+    node, stored = found
+    filled: dict[str, Any] = _fill(node, [_unslotted(hole, slots) for hole in stored], not outermost)
+    return filled
+
+
+def _rendered(template: str, outermost: bool, values: dict[str, Any]) -> dict[str, Any]:
+    """``template`` through Jinja with the real values (no cache but the skeleton's)."""
+    holes: list[Any] = []
+    text = TEMPLATES.get_template(template).render(_holes=holes, **values)
+    filled: dict[str, Any] = _fill(_skeleton(template, text), holes, not outermost)
     return filled
 
 

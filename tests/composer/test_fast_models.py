@@ -58,3 +58,15 @@ def test_the_helpers_give_what_pydantic_gives() -> None:
     assert copied.model_fields_set == plan.model_copy(update={"residual": "chocolate"}).model_fields_set
     assert plan.residual == "cheap chocolate"  # the original is untouched
     assert made(Resolution, {**fields, "losers": ["b"]}) != Resolution(**fields)  # what the check catches
+
+
+def test_made_records_share_one_fields_set_and_copies_do_not_touch_it() -> None:
+    """``made`` gives every record of a class the same set of (all) its fields: pydantic
+    reads it (``model_fields_set``, ``exclude_unset``) and copies it before changing it."""
+    values = {"field": "category", "strategy": "override", "winner": "a", "losers": ("b",), "reason": "r"}
+    first, second = made(Resolution, dict(values)), made(Resolution, dict(values))
+    assert first.model_fields_set == set(Resolution.model_fields) == second.model_fields_set
+    copied = first.model_copy(update={"reason": "other"})
+    assert copied.reason == "other" and first.reason == "r"
+    assert first.model_fields_set == set(Resolution.model_fields)
+    assert first.model_dump(exclude_unset=True) == Resolution(**values).model_dump(exclude_unset=True)
