@@ -62,7 +62,7 @@ WINDOWS: list[dict[str, Any]] = [
 ]
 COHORTS: list[list[str]] = [[], [], ["vegan"], ["gold", "vegan"], ["gold"]]
 INSTANTS = (FIXED_NOW, FIXED_NOW - timedelta(days=2), FIXED_NOW + timedelta(days=1))
-REQUEST_COHORTS = (frozenset(), frozenset({"vegan"}), frozenset({"gold"}))
+REQUEST_COHORTS: tuple[frozenset[str], ...] = (frozenset(), frozenset({"vegan"}), frozenset({"gold"}))
 
 
 def random_set(seed: int, count: int) -> PolicySet:
