@@ -15,7 +15,10 @@ the specification; ``tests/composer/cases/*.yaml`` are its worked examples. Help
 the intent it matched (``[start, end)`` character offsets) and, for patterns, the captured
 words. A second match for one policy, a match for a policy the set does not hold, or an
 empty span or one outside the intent raises ``ValueError``: the matcher and the policy set
-disagree, and no plan is better than a wrong one.
+disagree, and no plan is better than a wrong one. The matcher's own result is a
+:class:`~control_plane.matches.Matches`: the matches grouped by equal spans and captures,
+read group by group (each group's spans checked and measured once, ADR 0028); any other
+sequence of :class:`~control_plane.plan.Match` composes the same.
 
 Every enabled guard of the set that has no ``active`` window is composed even when the
 matcher did not return it: guards are security trimming, and a plan never loses one because
@@ -229,7 +232,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -240,6 +243,7 @@ from control_plane.composer_captures import Binding, VocabularyIndex, bind
 from control_plane.composer_fields import apply
 from control_plane.composer_price import StatsLike, finish_price
 from control_plane.composer_state import Actor, Draft, Remembered, State, made
+from control_plane.matches import Matches, MatchGroup
 from control_plane.money import MoneyNotation
 from control_plane.plan import (
     AppliedStep,
@@ -282,7 +286,8 @@ class ComposeContext:
 @dataclass(frozen=True)
 class _Turn:
     actor: Actor
-    match: Match
+    match: Match | MatchGroup
+    """the policy's match, or its group's (the same spans and captures)"""
     footprint: tuple[Span, ...]
 
 
@@ -419,28 +424,32 @@ def _capture_order(capture: CapturedText) -> tuple[int, int, str, str]:
 def _turns(policy_set: PolicySet, intent: str, matches: Sequence[Match]) -> list[_Turn]:
     index = policy_set.lookups()
     policies = index.by_id
-    by_id: dict[str, Match] = {}
+    by_id: dict[str, tuple[Match | MatchGroup, tuple[Span, ...], int]] = {}
     size = len(intent)
-    for found in matches:
-        if found.policy_id not in policies:
-            raise ValueError(
-                f"match for '{found.policy_id}', which policy set {policy_set.version} does not hold"
-            )
-        if found.policy_id in by_id:
-            raise ValueError(f"two matches for '{found.policy_id}': the matcher returns one per policy")
+    for found, ids in _intake(matches):
+        if not ids:
+            continue
+        footprint = _footprint(found)  # once per group: its members share spans and captures
+        measured = (found, footprint, _covered(footprint))
+        for policy_id in ids:
+            if policy_id not in policies:
+                raise ValueError(
+                    f"match for '{policy_id}', which policy set {policy_set.version} does not hold"
+                )
+            if policy_id in by_id:
+                raise ValueError(f"two matches for '{policy_id}': the matcher returns one per policy")
+            by_id[policy_id] = measured
         for span in (*found.spans, *(c.span for c in found.captures)) if found.captures else found.spans:
             if not 0 <= span.start < span.end <= size:
                 raise ValueError(
-                    f"span [{span.start}, {span.end}) of '{found.policy_id}' is empty or outside the intent"
+                    f"span [{span.start}, {span.end}) of '{ids[0]}' is empty or outside the intent"
                 )
-        by_id[found.policy_id] = found
     for policy in index.standing_guards:
-        by_id.setdefault(policy.id, Match(policy_id=policy.id))
+        if policy.id not in by_id:
+            by_id[policy.id] = (Match(policy_id=policy.id), (), 0)
     unordered = []
-    for policy_id, found in by_id.items():
-        footprint = _footprint(found)
+    for policy_id, (found, footprint, length) in by_id.items():
         policy = policies[policy_id]
-        length = _covered(footprint)
         unordered.append((_order_key(policy, length), policy, found, footprint, length))
     unordered.sort(key=_first)  # the keys end with the policy id: never equal
     return [
@@ -449,11 +458,22 @@ def _turns(policy_set: PolicySet, intent: str, matches: Sequence[Match]) -> list
     ]
 
 
+def _intake(matches: Sequence[Match]) -> Iterable[tuple[Match | MatchGroup, Sequence[str]]]:
+    """Each match with the ids of the policies it is the match of: the matcher's groups as
+    they come (:class:`~control_plane.matches.Matches`, ADR 0028), any other sequence one
+    policy per match."""
+    if isinstance(matches, Matches):
+        return ((group, group.policy_ids) for group in matches.groups)
+    return ((found, (found.policy_id,)) for found in matches)
+
+
 def _first(entry: tuple[Any, ...]) -> Any:
     return entry[0]
 
 
-def _turn(policy: Policy, rank: int, length: int, found: Match, footprint: tuple[Span, ...]) -> _Turn:
+def _turn(
+    policy: Policy, rank: int, length: int, found: Match | MatchGroup, footprint: tuple[Span, ...]
+) -> _Turn:
     """``_Turn(Actor(policy, rank, length), found, footprint)``, without the frozen
     dataclasses' ``__init__`` (one ``object.__setattr__`` per field, twice per match)."""
     actor = object.__new__(Actor)
@@ -467,7 +487,7 @@ def _order_key(policy: Policy, length: int) -> tuple[int, int, int, str]:
     return (-policy.priority, -SPECIFICITY[policy.trigger.kind], -length, policy.id)
 
 
-def _footprint(found: Match) -> tuple[Span, ...]:
+def _footprint(found: Match | MatchGroup) -> tuple[Span, ...]:
     if not found.captures and len(found.spans) < 2:  # one span or none: itself
         return found.spans
     spans = {(s.start, s.end, s.text): s for s in (*found.spans, *(c.span for c in found.captures))}

@@ -43,8 +43,9 @@ are in memory: :class:`Triggers`, built once per loaded version, groups the poli
 sharing one trigger query; their spans are computed once per group. Patterns, vocabularies
 and triggers with ``unless`` phrases are grouped by their (equal) trigger and read once per
 group around their phrases' highlighted ranges (:func:`~control_plane.matcher_patterns.resolve`,
-cached per distinct pattern). A group's match is built once and copied for each applying
-member (ADR 0022).
+cached per distinct pattern). A group's match is built once (ADR 0022) and handed on with
+the ids of its applying members, no object per policy (:class:`~control_plane.matches.Matches`,
+ADR 0028).
 
 Indices written by earlier releases (one percolator document per policy, with or without
 phrase documents) carry no :data:`LAYOUT_ID` marker: they are matched the old way
@@ -55,13 +56,11 @@ documents or from the policies' own highlighted queries), at the old cost.
 from __future__ import annotations
 
 import hashlib
-import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import chain, combinations
 from typing import Any, TypeVar
-
-from pydantic import BaseModel
 
 from control_plane.engine import Engine
 from control_plane.intent_text import normalise
@@ -73,7 +72,8 @@ from control_plane.matcher_patterns import (
     resolve,
     trigger_cues,
 )
-from control_plane.plan import CapturedText, Match, Span
+from control_plane.matches import Matches, MatchGroup
+from control_plane.plan import CapturedText, Span
 from control_plane.policy import DEFAULT_MAX_WORDS, Policy, Trigger
 from control_plane.times import iso
 
@@ -267,21 +267,19 @@ def _queries_of(trigger: Trigger) -> list[tuple[str, str]]:
     ]
 
 
-@dataclass(frozen=True)
-class _Member:
-    """A policy of a trigger group that applies only to some cohorts or in a window."""
+Condition = tuple[frozenset[str], datetime | None, datetime | None]
+"""when a policy with cohorts or an active window applies: (cohorts, start, until)"""
 
-    policy_id: str
-    cohorts: frozenset[str]
-    start: datetime | None
-    until: datetime | None
 
-    def applies(self, cohorts: frozenset[str], now: datetime) -> bool:
-        return (
-            (not self.cohorts or not self.cohorts.isdisjoint(cohorts))
-            and (self.start is None or self.start <= now)
-            and (self.until is None or now < self.until)
-        )
+def _applies(condition: Condition, cohorts: frozenset[str], now: datetime) -> bool:
+    """A member with this condition applies to a request of ``cohorts`` at ``now``: one of
+    its cohorts (if any) is the request's, and ``now`` is in ``[start, until)``."""
+    wanted, start, until = condition
+    return (
+        (not wanted or not wanted.isdisjoint(cohorts))
+        and (start is None or start <= now)
+        and (until is None or now < until)
+    )
 
 
 @dataclass(frozen=True)
@@ -290,12 +288,20 @@ class _Members:
 
     everyone: tuple[str, ...]
     """ids of the members with neither cohorts nor an active window"""
-    conditional: tuple[_Member, ...]
+    conditional: tuple[tuple[Condition, tuple[str, ...]], ...]
+    """the other members by condition: each distinct condition is tested once"""
 
     def applying(self, cohorts: frozenset[str], now: datetime) -> Sequence[str]:
         if not self.conditional:  # most groups: nothing to filter
             return self.everyone
-        return [*self.everyone, *(m.policy_id for m in self.conditional if m.applies(cohorts, now))]
+        applying = (ids for condition, ids in self.conditional if _applies(condition, cohorts, now))
+        return [*self.everyone, *chain.from_iterable(applying)]
+
+    def members(self) -> Iterator[str]:
+        """Every member's id, whatever the request."""
+        yield from self.everyone
+        for _, ids in self.conditional:
+            yield from ids
 
 
 @dataclass(frozen=True)
@@ -322,29 +328,55 @@ class _Read(_Members):
     """(phrase as the trigger writes it, its document id): own phrases and unless phrases"""
 
 
-def _members(policies: Sequence[Policy]) -> tuple[tuple[str, ...], tuple[_Member, ...]]:
+@dataclass(frozen=True)
+class _Bundle:
+    """Every plain group one document serves, merged (built once, at load): the members of
+    all of them get the same match when this document is the only one of their documents
+    the intent matched, which is nearly always (a median of one group per bench intent at
+    100,000 policies is matched by two documents). Members with cohorts or a window are
+    kept by condition, so a request tests each distinct condition once, not each member."""
+
+    kind: str
+    everyone: tuple[str, ...]
+    """every group's members with neither cohorts nor a window"""
+    conditional: tuple[tuple[Condition, tuple[str, ...]], ...]
+    """every group's other members, by condition"""
+
+
+def _bundle(kind: str, groups: Sequence[_Group]) -> _Bundle:
+    by_condition: dict[Condition, list[str]] = {}
+    for group in groups:
+        for condition, ids in group.conditional:
+            by_condition.setdefault(condition, []).extend(ids)
+    return _Bundle(
+        kind,
+        tuple(chain.from_iterable(group.everyone for group in groups)),
+        tuple((condition, tuple(ids)) for condition, ids in by_condition.items()),
+    )
+
+
+def _spans(
+    kind: str, intent: str, marks: Sequence[tuple[int, int]], whole: tuple[Span, ...]
+) -> tuple[Span, ...]:
+    """The spans of a plain group's match: none for ``always``, the whole intent for
+    ``exact``, else the highlighted ranges of its matched documents (the whole intent when
+    none was marked)."""
+    if kind == "always":
+        return ()
+    if kind == "exact":
+        return whole
+    return spans_of(intent, marks) or whole
+
+
+def _members(
+    policies: Sequence[Policy],
+) -> tuple[tuple[str, ...], tuple[tuple[Condition, tuple[str, ...]], ...]]:
     everyone = tuple(p.id for p in policies if not p.cohorts and p.active is None)
-    conditional = tuple(_member_of(p) for p in policies if p.cohorts or p.active is not None)
-    return everyone, conditional
-
-
-_new = object.__new__
-_set = object.__setattr__
-# pydantic's slots, set through their descriptors (what ``model_construct`` sets, faster)
-_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
-_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
-_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
-
-
-def _match_of(template: Match, policy_id: str) -> Match:
-    """``template`` for another policy: what ``Match.model_construct`` builds, without its
-    per-field work (a fifth of its cost), for the thousands of members of matched groups."""
-    found: Match = _new(Match)
-    _set(found, "__dict__", {**template.__dict__, "policy_id": policy_id})
-    _set_fields_set(found, template.__pydantic_fields_set__)  # shared: Match is frozen
-    _set_extra(found, None)
-    _set_private(found, None)
-    return found
+    by_condition: dict[Condition, list[str]] = {}
+    for policy in policies:
+        if policy.cohorts or policy.active is not None:
+            by_condition.setdefault(_condition(policy), []).append(policy.id)
+    return everyone, tuple((condition, tuple(ids)) for condition, ids in by_condition.items())
 
 
 E = TypeVar("E")
@@ -369,12 +401,26 @@ class Triggers:
     Plain phrase, any, exact and always triggers are grouped by their documents and
     expanded without reading the intent; the others are grouped by their (equal) trigger
     and read once per group (:class:`_Read`). A group's match is built once per request
-    and copied for each applying member, in policy-id order."""
+    and given with the ids of its applying members (a :class:`~control_plane.matches.MatchGroup`)."""
 
     def __init__(self, groups: Iterable[_Group], read: Iterable[_Read] = ()) -> None:
-        self.always, self.by_document = _indexed(
-            ((g.documents, g) for g in groups), lambda g: g.kind == "always"
-        )
+        self.always, by_document = _indexed(((g.documents, g) for g in groups), lambda g: g.kind == "always")
+        self.bundles: dict[str, tuple[_Bundle, ...]] = {}
+        """each document's groups merged, per group kind (:class:`_Bundle`)"""
+        for document, served in by_document.items():
+            kinds: dict[str, list[_Group]] = {}
+            for group in served:
+                kinds.setdefault(group.kind, []).append(group)
+            self.bundles[document] = tuple(_bundle(kind, members) for kind, members in kinds.items())
+        shared: dict[str, dict[str, list[_Group]]] = {}
+        for group in {id(g): g for served in by_document.values() for g in served}.values():
+            for first, second in combinations(sorted(group.documents), 2):
+                shared.setdefault(first, {}).setdefault(second, []).append(group)
+        self.shared: dict[str, dict[str, tuple[_Group, ...]]] = {
+            first: {second: tuple(g) for second, g in later.items()} for first, later in shared.items()
+        }
+        """document -> a later document (by id) -> the groups of both: the only groups that
+        two matched documents can share, found per pair of matched documents"""
         self.read_always, self.read_by_document = _indexed(
             ((r.documents, r) for r in read), lambda r: r.policy.trigger.kind == "always"
         )
@@ -425,46 +471,61 @@ class Triggers:
 
     def expand(
         self, intent: str, ranges: Mapping[str, list[tuple[int, int]]], cohorts: frozenset[str], now: datetime
-    ) -> tuple[Match, ...]:
+    ) -> Matches:
         """The matches of the policies whose trigger documents matched (``ranges``: each
-        matched document's highlighted ranges), filtered by cohorts and window at ``now``.
-        Spans and captures are computed once per group, not per policy."""
-        groups: dict[int, _Group] = {}
-        for document in ranges:
-            for group in self.by_document.get(document, ()):
-                groups.setdefault(id(group), group)
+        matched document's highlighted ranges), filtered by cohorts and window at ``now``,
+        as one :class:`~control_plane.matches.MatchGroup` per distinct set of matched
+        documents (hence per distinct spans): no object per policy (ADR 0028).
+
+        A group whose documents the intent matched only one of gets that document's match:
+        those are the document's :class:`_Bundle`, merged at load. The few groups two or
+        more matched documents serve (:attr:`shared`, looked up per pair of matched
+        documents) are taken out of their documents' bundles and expanded one by one,
+        their spans the union of their matched documents' ranges."""
+        matched = [document for document in ranges if document in self.bundles]
+        shared: dict[int, _Group] = {}
+        if len(matched) > 1:
+            for first, second in combinations(sorted(matched), 2):
+                for group in self.shared.get(first, {}).get(second, ()):
+                    shared.setdefault(id(group), group)
+        taken: set[str] = set()  # the members of shared groups: not in their bundles' matches
+        touched: set[str] = set()  # the documents of shared groups
+        for group in shared.values():
+            taken.update(group.members())
+            touched.update(group.documents)
         whole = (Span(start=0, end=len(intent), text=intent),)
-        # hundreds of matched groups, few distinct spans: one template per matched documents
-        templates: dict[tuple[str, ...], Match] = {}
-        matches: list[Match] = []
-        for group in [*groups.values(), *self.always]:
-            ids = group.applying(cohorts, now)
-            if not ids:
-                continue
-            documents = group.documents
-            if len(documents) == 1 and documents[0] in ranges:  # most groups: one document
-                key: tuple[str, ...] = (group.kind, documents[0])
-            else:
-                key = (group.kind, *(d for d in documents if d in ranges))
-            template = templates.get(key)
-            if template is None:
-                if group.kind == "always":
-                    spans: tuple[Span, ...] = ()
-                elif group.kind == "exact":
-                    spans = whole
-                else:
-                    marks = [r for document in key[1:] for r in ranges[document]]
-                    spans = spans_of(intent, marks) or whole
-                # built by this module from validated parts: no second validation per policy
-                template = templates[key] = Match.model_construct(policy_id="", spans=spans, captures=())
-            matches.extend(_match_of(template, i) for i in ids)
-        matches += self._read(intent, ranges, cohorts, now)
-        matches.sort(key=_POLICY_ID)
-        return tuple(matches)
+        applies: dict[Condition, bool] = {}  # each distinct condition tested once
+        found: list[MatchGroup] = []
+        for document in matched:
+            for bundle in self.bundles[document]:
+                parts = [bundle.everyone]
+                for condition, conditional in bundle.conditional:
+                    ok = applies.get(condition)
+                    if ok is None:
+                        ok = applies[condition] = _applies(condition, cohorts, now)
+                    if ok:
+                        parts.append(conditional)
+                ids = parts[0] if len(parts) == 1 else tuple(chain.from_iterable(parts))
+                if document in touched:
+                    ids = tuple(i for i in ids if i not in taken)
+                if ids:
+                    found.append(MatchGroup(ids, _spans(bundle.kind, intent, ranges[document], whole)))
+        # shared and always groups: one match group per distinct (kind, matched documents)
+        members: dict[tuple[str, ...], list[Sequence[str]]] = {}
+        for group in [*shared.values(), *self.always]:
+            applying = group.applying(cohorts, now)
+            if applying:
+                key = (group.kind, *(d for d in group.documents if d in ranges))
+                members.setdefault(key, []).append(applying)
+        for key, lists in members.items():
+            marks = [r for document in key[1:] for r in ranges[document]]
+            found.append(MatchGroup(tuple(chain.from_iterable(lists)), _spans(key[0], intent, marks, whole)))
+        found += self._read(intent, ranges, cohorts, now)
+        return Matches(found)
 
     def _read(
         self, intent: str, ranges: Mapping[str, list[tuple[int, int]]], cohorts: frozenset[str], now: datetime
-    ) -> list[Match]:
+    ) -> list[MatchGroup]:
         """The matches of patterns, vocabularies and triggers with ``unless`` phrases whose
         own documents matched: each distinct trigger read once around its phrases' ranges."""
         candidates: dict[int, _Read] = {id(e): e for e in self.read_always}
@@ -480,22 +541,18 @@ class Triggers:
         # spans (``cache``); the anchors depend on the distinct triggers only.
         anchors = anchors_of([(entry.policy, own) for entry, _, own in found], intent)
         cache: dict[Any, Any] = {}
-        matches: list[Match] = []
+        matched: list[MatchGroup] = []
         for entry, ids, own in found:
             template = resolve(entry.policy, intent, own, anchors, cache)
             if template is not None:
-                matches.extend(_match_of(template, i) for i in ids)
-        return matches
+                matched.append(MatchGroup(tuple(ids), template.spans, template.captures))
+        return matched
 
 
-_POLICY_ID = operator.attrgetter("policy_id")
-"""a match's policy id (the sort key of every expansion)"""
-
-
-def _member_of(policy: Policy) -> _Member:
+def _condition(policy: Policy) -> Condition:
     window = policy.active
     start, until = (window.start, window.until) if window else (None, None)
-    return _Member(policy.id, frozenset(policy.cohorts), start, until)
+    return frozenset(policy.cohorts), start, until
 
 
 class PolicyMap(dict[str, Policy]):
@@ -554,13 +611,15 @@ def match(
     *,
     cohorts: Sequence[str] = (),
     now: datetime,
-) -> tuple[Match, ...]:
+) -> Matches:
     """Percolate ``intent`` (already cleaned) against the triggers stored in ``index``.
 
     ``policies`` is the policy set the index was built from (by id): a :class:`PolicyMap`
     carries its :class:`Triggers`, built once when the version was loaded; any other
-    mapping has them built here. Matches are sorted by policy id so the result does not
-    depend on the engine's hit order. One round trip, more only past :data:`PAGE` matched
+    mapping has them built here. The matches come grouped by equal match
+    (:class:`~control_plane.matches.Matches`, what the composer reads); as a sequence they
+    are one ``Match`` per policy, sorted by policy id, so the result does not depend on the
+    engine's hit order. One round trip, more only past :data:`PAGE` matched
     triggers; an index of an earlier layout (no :data:`LAYOUT_ID` marker) is matched the
     old way, one more round trip (module docstring).
     """
@@ -611,7 +670,7 @@ def _match_legacy(
     *,
     cohorts: Sequence[str] = (),
     now: datetime,
-) -> tuple[Match, ...]:
+) -> Matches:
     """The layouts of earlier releases: one percolator document per policy (filtered in the
     engine, paged), spans from phrase documents or, before those, from the policies' own
     highlighted queries (module docstring)."""
@@ -644,7 +703,7 @@ def _match_legacy(
     anchors = anchors_of(found, intent)
     cache: dict[Any, Any] = {}
     matches = [m for policy, own in found if (m := resolve(policy, intent, own, anchors, cache))]
-    return tuple(sorted(matches, key=lambda m: m.policy_id))
+    return Matches.of(sorted(matches, key=lambda m: m.policy_id))
 
 
 def _highlighted(
