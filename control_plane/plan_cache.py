@@ -116,7 +116,10 @@ class PlanCache(Generic[T]):
         self.hits = 0
         self.misses = 0
 
-    def get(self, version: str, key: Hashable, now: datetime) -> T | None:
+    def get(self, version: str, key: Hashable, now: datetime, *, counted: bool = True) -> T | None:
+        """The entry for ``key`` valid at ``now`` (None: none); ``counted``: as a hit or a
+        miss of :attr:`hits` / :attr:`misses` (a look that may be repeated elsewhere is not,
+        and counts with :meth:`note_hit` once it is used)."""
         with self._lock:
             if version != self._version:
                 self._entries.clear()
@@ -127,11 +130,15 @@ class PlanCache(Generic[T]):
                 or (entry[1] is not None and now >= entry[1])
                 or (entry[2] is not None and now < entry[2])
             ):
-                self.misses += 1
+                self.misses += counted
                 return None
             self._entries.move_to_end(key)
-            self.hits += 1
+            self.hits += counted
             return entry[0]
+
+    def note_hit(self) -> None:
+        with self._lock:
+            self.hits += 1
 
     def put(
         self,

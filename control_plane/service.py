@@ -345,11 +345,16 @@ class SearchService:
         intent = normalised.text
         version = live.policy_set.version
         key = (intent.casefold(), request.cohorts, request.market)
-        plan = self.cache.get(version, key, now)
+        counted = not cached_only  # a look the thread path may repeat counts there
+        plan = self.cache.get(version, key, now, counted=counted)
         user = request.user_id
-        rows = self.purchases.get(version, user, now) if user else ()
-        if cached_only and (plan is None or rows is None):
-            return None
+        rows = self.purchases.get(version, user, now, counted=counted) if user else ()
+        if cached_only:
+            if plan is None or rows is None:
+                return None
+            self.cache.note_hit()
+            if user:
+                self.purchases.note_hit()
         lookup = (
             self._pool.submit(  # with the request's context: its deadline bounds this call too
                 contextvars.copy_context().run,

@@ -15,6 +15,8 @@ drains the queue.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
 import secrets
@@ -61,6 +63,15 @@ if TYPE_CHECKING:
     from control_plane.service import Compiled, Outcome, SearchRequest, SearchService
 
 log = logging.getLogger("govsearch.audit")
+
+
+CANCELLED = ErrorOut(
+    code="request_cancelled",
+    message="the request was cancelled while its engine call ran (shutdown, or the client went"
+    " away); it was not answered",
+    status=503,
+)
+"""the error of a search cancelled on the event loop (ADR 0030)"""
 
 
 def error_of(error: BaseException) -> ErrorOut:
@@ -287,6 +298,13 @@ class Recorder:
         now = now or time
         try:
             outcome = await service.search_cached(request, now, engine)
+        except asyncio.CancelledError:  # never answered (shutdown, or the client went away):
+            data = self._failure_data(request_id, CANCELLED, request=request, client=client,
+                                      time=time, now=now)  # its record is written all the same
+            with contextlib.suppress(AuditBacklog):
+                self.decisions.append_nowait(data)
+                self._observe(data, ())
+            raise
         except Exception as error:
             data = self._failure_data(request_id, error_of(error), request=request, client=client,
                                       time=time, now=now)

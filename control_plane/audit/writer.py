@@ -144,7 +144,8 @@ class ChainedLog:
         self.last_error: str | None = None
         self.refused = 0
         self.checkpoint_error: str | None = None
-        self._checkpointed: tuple[int, str] | None = None
+        self._checkpointed: tuple[tuple[int, str], str] | None = None
+        """the head last checkpointed, and why"""
         self._since_checkpoint = 0
         self._checkpoint_at = checkpointing.monotonic() if checkpointing else 0.0
         self._checkpoint_retry_at = 0.0
@@ -197,6 +198,12 @@ class ChainedLog:
                     if not ticket.tried and not self._running():
                         self._start()  # as in append: a dead writer must not leave us waiting
         return ticket.sealed
+
+    def append_nowait(self, record: dict[str, Any]) -> None:
+        """Queue ``record`` without waiting for the writer (the record of a request being
+        cancelled: it is written all the same). :class:`AuditBacklog` when the queue is full."""
+        with self._state:
+            self._enqueue(_Ticket(record))
 
     def _enqueue(self, ticket: _Ticket) -> bool:
         """Queue ``ticket`` (``_state`` held) and kick the writer; False when the request
@@ -337,12 +344,15 @@ class ChainedLog:
 
     def _checkpoint(self, reason: str) -> None:
         """Write the head (last sequence and hash) to the checkpoint store, unless it is
-        already there. A failure is logged and reported by ``status``, never raised."""
+        already there: a ``shutdown`` checkpoint is written even when an interval one holds
+        the same head (it says the writer stopped cleanly), never twice. A failure is logged
+        and reported by ``status``, never raised."""
         cp = self._checkpointing
         if cp is None or self._chain is None or self._chain.head.sequence == 0:
             return
         head = (self._chain.head.sequence - 1, self._chain.head.prev_hash)
-        if head == self._checkpointed:
+        last = self._checkpointed
+        if last is not None and last[0] == head and (reason != "shutdown" or last[1] == "shutdown"):
             return
         checkpoint: dict[str, Any] = {
             "kind": "checkpoint",
@@ -362,7 +372,7 @@ class ChainedLog:
             self._checkpoint_retry_at = cp.monotonic() + min(cp.every_s, RETRY_CHECKPOINT_S)
             return
         self.checkpoint_error = None
-        self._checkpointed = head
+        self._checkpointed = (head, reason)
         self._since_checkpoint = 0
         self._checkpoint_at = cp.monotonic()
 

@@ -119,7 +119,7 @@ class AsyncEngine:
         self.url = url
         self.timeout_s = timeout_s
         self._host = parts.hostname
-        self._port = parts.port or (443 if parts.scheme == "https" else 80)
+        self._port = parts.port or 9200  # as the client libraries read a URL without a port
         self._ssl = ssl.create_default_context() if parts.scheme == "https" else None
         self._prefix = parts.path.rstrip("/")
         authority = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"
@@ -131,6 +131,9 @@ class AsyncEngine:
         self._connections = connections
         self._idle: list[_Connection] = []
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._slots: asyncio.Semaphore | None = None
+        """at most ``connections`` requests in flight per loop, as the thread pool bounded
+        them (a burst waits for a slot within its deadline, it does not open a socket each)"""
 
     async def msearch(self, searches: Sequence[tuple[str, Any]]) -> list[dict[str, Any]]:
         """As :meth:`Engine.msearch`: each answer, or raise on the first item that failed or
@@ -142,9 +145,14 @@ class AsyncEngine:
     async def request(
         self, method: str, path: str, body: bytes = b"", content_type: str = "application/json"
     ) -> Any:
-        """One request; the decoded JSON answer (raise as the synchronous adapters do)."""
+        """One ``GET`` or ``POST``; the decoded JSON answer (raise as the synchronous
+        adapters do). Answers are read by their length or chunks: no ``HEAD``."""
+        if method not in ("GET", "POST"):
+            raise ValueError(f"AsyncEngine sends GET and POST only, not {method}")
         note_request()
         timeout = deadline.call_timeout(self.timeout_s)
+        # the request's deadline, not the engine timeout, bounds this call
+        cut = deadline.current() is not None and timeout < self.timeout_s
         head = (
             f"{method} {self._prefix}{path} HTTP/1.1\r\n".encode("latin-1")
             + self._headers
@@ -152,24 +160,26 @@ class AsyncEngine:
         )
         try:
             async with asyncio.timeout(timeout):
-                status, payload = await self._exchange(head + body)
+                async with self._slot():
+                    status, payload = await self._exchange(head + body)
         except TimeoutError as error:
-            if deadline.expired():
+            if cut or deadline.expired():  # uvloop's timers may fire a little early
                 raise deadline.DeadlineExceeded(
                     f"the request deadline passed waiting for the engine at {self.url}"
                 ) from error
             raise EngineTimeout(f"the engine at {self.url} timed out after {timeout:g}s") from error
         except (OSError, ConnectionError) as error:
             raise EngineUnavailable(f"the engine at {self.url} is unreachable: {error}") from error
+        ok = 200 <= status < 300
         try:
             info = codec.decode(payload) if payload else None
         except ValueError as error:
-            if status < 400:
+            if ok:
                 raise EngineError(
                     f"{method} {path}: the engine's answer is not JSON", status=status
                 ) from error
             info = payload.decode("utf-8", "replace")
-        if status >= 400:
+        if not ok:
             raise EngineError(
                 f"{method} {path} failed ({status}): {error_reason(info)}", status=status, info=info
             )
@@ -201,10 +211,19 @@ class AsyncEngine:
             connection.close()
         return status, payload
 
-    def _take(self) -> _Connection | None:
+    def _slot(self) -> asyncio.Semaphore:
+        self._bind()
+        assert self._slots is not None
+        return self._slots
+
+    def _bind(self) -> None:
         loop = asyncio.get_running_loop()
-        if self._loop is not loop:  # connections belong to the loop that opened them; a
-            self._idle, self._loop = [], loop  # closed loop's sockets are closed with it
+        if self._loop is not loop:  # connections (and slots) belong to the loop that made them
+            self._idle, self._loop = [], loop
+            self._slots = asyncio.Semaphore(self._connections)
+
+    def _take(self) -> _Connection | None:
+        self._bind()
         while self._idle:
             connection = self._idle.pop()
             if not connection.closed:

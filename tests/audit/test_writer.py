@@ -98,3 +98,21 @@ def test_queued_commit_answers_at_once_and_shutdown_drains(tmp_path: Path) -> No
     checkpoints = [json.loads(x) for x in (tmp_path / "checkpoints.jsonl").read_text().splitlines()]
     assert checkpoints[-1]["sequence"] == 4 and checkpoints[-1]["reason"] == "shutdown"
     assert verify_lines(JsonlSink(path).lines()).ok
+
+
+def test_shutdown_is_checkpointed_even_when_an_interval_checkpoint_holds_the_head(tmp_path: Path) -> None:
+    """The last records fill an interval checkpoint exactly: shutdown still writes its own
+    (the clean stop is what it vouches for), at the same head, once however often closed."""
+    recorder = jsonl_recorder(tmp_path, checkpoint_every_records=3)
+    for n in range(6):
+        recorder.failure(f"req-{n}", ERROR)  # group commit: one batch each, interval at 2 and 5
+    checkpoints_path = tmp_path / "checkpoints.jsonl"
+
+    def checkpoints() -> list[tuple[int, str]]:
+        lines = checkpoints_path.read_text().splitlines()
+        return [(c["sequence"], c["reason"]) for c in map(json.loads, lines)]
+
+    assert checkpoints() == [(2, "interval"), (5, "interval")]
+    recorder.close()
+    recorder.close()
+    assert checkpoints() == [(2, "interval"), (5, "interval"), (5, "shutdown")]

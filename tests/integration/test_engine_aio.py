@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+import uvloop
 
 from control_plane import deadline
 from control_plane.engine import Engine, EngineError, EngineTimeout, EngineUnavailable, counted_requests
@@ -77,8 +78,9 @@ def test_a_failed_item_and_an_error_status_raise_engine_errors(engine_url: str) 
     asyncio.run(run())
 
 
-def _serve(handler: Handler) -> Callable[[Callable[[str], Awaitable[None]]], None]:
-    """Run ``scenario(url)`` against a local server answering with ``handler``."""
+def _serve(handler: Handler, loop: str = "asyncio") -> Callable[[Callable[[str], Awaitable[None]]], None]:
+    """Run ``scenario(url)`` against a local server answering with ``handler``, on
+    asyncio's loop or uvloop's (what ``govsearch serve`` runs: its timers are coarser)."""
 
     def run(scenario: Callable[[str], Awaitable[None]]) -> None:
         async def main() -> None:
@@ -90,7 +92,10 @@ def _serve(handler: Handler) -> Callable[[Callable[[str], Awaitable[None]]], Non
                 server.close()
                 await server.wait_closed()
 
-        asyncio.run(main())
+        if loop == "uvloop":
+            uvloop.run(main())
+        else:
+            asyncio.run(main())
 
     return run
 
@@ -111,7 +116,8 @@ def _answer(body: bytes) -> bytes:
     )
 
 
-def test_a_peer_that_never_answers_times_out_and_the_deadline_cuts_it_shorter() -> None:
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_a_peer_that_never_answers_times_out_and_the_deadline_cuts_it_shorter(loop: str) -> None:
     async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             await reader.read(1 << 16)
@@ -132,35 +138,95 @@ def test_a_peer_that_never_answers_times_out_and_the_deadline_cuts_it_shorter() 
         client.close()
         patient.close()
 
-    _serve(silent)(scenario)
+    _serve(silent, loop)(scenario)
 
 
-def test_a_connection_closed_while_idle_is_replaced_and_one_closed_mid_answer_fails() -> None:
-    received: list[bytes] = []
+def test_a_kept_connection_found_closed_is_replaced_once_and_a_cut_answer_is_not_sent_again() -> None:
+    """The peer keeps each connection open after its first answer, then, on the next request
+    it reads there, closes without answering (``/again``: nothing of the answer came: sent
+    once more, on a new connection) or sends half an answer (``/half``: not sent again)."""
+    received: list[tuple[int, bytes]] = []
+    connections = iter(range(1000))
 
-    async def one_answer_per_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head, _ = await _read_request(reader)
-        received.append(head)
-        if b"/half" in head:
-            writer.write(_answer(b'{"ok": true}')[:-5])  # cut mid-answer
-        else:
-            writer.write(_answer(b'{"ok": true}'))  # keep-alive announced, then closed
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        number, served = next(connections), 0
+        try:
+            while True:
+                try:
+                    head, _ = await _read_request(reader)
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                path = head.split(b" ")[1]
+                received.append((number, path))
+                if served and path == b"/again":
+                    return  # closed without a byte of the answer
+                if served and path == b"/half":
+                    writer.write(_answer(b'{"ok": true}')[:-5])
+                    await writer.drain()
+                    return
+                writer.write(_answer(b'{"ok": true}'))
+                await writer.drain()
+                served += 1
+        finally:
+            writer.close()
+
+    async def scenario(url: str) -> None:
+        client = AsyncEngine(url, 5.0)
+        assert await client.request("GET", "/first") == {"ok": True}
+        assert await client.request("GET", "/again") == {"ok": True}
+        with pytest.raises(EngineUnavailable):
+            await client.request("GET", "/half")
+        client.close()
+
+    _serve(handler)(scenario)
+    assert received == [(0, b"/first"), (0, b"/again"), (1, b"/again"), (1, b"/half")]
+
+
+def test_requests_in_flight_are_bounded_by_the_connections() -> None:
+    open_now, most = [0], [0]
+
+    async def slow(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        open_now[0] += 1
+        most[0] = max(most[0], open_now[0])
+        try:
+            while True:
+                try:
+                    await _read_request(reader)
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                await asyncio.sleep(0.05)
+                writer.write(_answer(b"{}"))
+                await writer.drain()
+        finally:
+            open_now[0] -= 1
+            writer.close()
+
+    async def scenario(url: str) -> None:
+        client = AsyncEngine(url, 5.0, connections=2)
+        assert await asyncio.gather(*(client.request("POST", "/_msearch") for _ in range(8))) == [{}] * 8
+        client.close()
+
+    _serve(slow)(scenario)
+    assert most[0] == 2
+
+
+def test_an_answer_outside_2xx_is_an_engine_error_and_only_get_and_post_are_sent() -> None:
+    async def moved(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _read_request(reader)
+        writer.write(b"HTTP/1.1 302 Found\r\nlocation: /elsewhere\r\ncontent-length: 0\r\n\r\n")
         await writer.drain()
         writer.close()
 
     async def scenario(url: str) -> None:
         client = AsyncEngine(url, 5.0)
-        assert await client.request("GET", "/first") == {"ok": True}
-        await asyncio.sleep(0.1)  # the peer has closed the kept connection meanwhile
-        assert await client.request("GET", "/second") == {"ok": True}
-        count = len(received)
-        with pytest.raises(EngineUnavailable):
-            await client.request("GET", "/half")
-        assert len(received) == count + 1  # part of it was answered: not sent again
+        with pytest.raises(EngineError) as redirected:
+            await client.request("POST", "/_msearch")
+        assert redirected.value.status == 302
+        with pytest.raises(ValueError):
+            await client.request("HEAD", "/")
         client.close()
 
-    _serve(one_answer_per_connection)(scenario)
-    assert [head.split(b" ")[1] for head in received] == [b"/first", b"/second", b"/half"]
+    _serve(moved)(scenario)
 
 
 def test_credentials_in_the_url_are_sent_and_an_absent_engine_is_unavailable() -> None:

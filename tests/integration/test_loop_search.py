@@ -6,11 +6,15 @@
 - an engine that cannot be reached from the loop fails the search closed: 503
   ``engine_unavailable``, no hit, and the request's one record says ``error``;
 - a search the cache cannot serve alone (a user whose purchases are not cached yet) still
-  goes through the thread path, and is cached for the next one.
+  goes through the thread path, and is cached for the next one; the plan cache counts its
+  miss once;
+- a search cancelled on the loop while its engine call waits still gets its one record.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +27,7 @@ from control_plane.bootstrap import Ready, profile_of
 from control_plane.config import AuditSettings, Settings
 from control_plane.engine import Engine
 from control_plane.engine.aio import AsyncEngine
-from control_plane.service import SearchService
+from control_plane.service import SearchRequest, SearchService
 from tests.clocks import FIXED_CLOCK
 from tests.drills.harness import free_port
 from tests.e2e.conftest import ready, settings  # noqa: F401
@@ -31,7 +35,7 @@ from tests.e2e.conftest import ready, settings  # noqa: F401
 INTENTS = ("chocolat sans arachide", "orange juice", "cheap chocolate", "vegan chocolate")
 
 VOLATILE = {
-    "request_id", "time", "latency_ms", "sequence", "prev_hash", "hash", "mac", "key_id", "writer", "cached",
+    "request_id", "time", "latency_ms", "sequence", "prev_hash", "hash", "mac", "key_id", "writer",
 }
 """what differs between two records of the same search: identity, instants, timings, chain"""
 
@@ -129,3 +133,56 @@ def test_an_engine_the_loop_cannot_reach_fails_the_search_closed_with_its_record
     record = _record(client, error["request_id"])
     assert record["status"] == "error" and record["error"]["code"] == "engine_unavailable", record
     assert not record.get("hit_ids"), record
+
+
+def test_a_search_that_leaves_the_loop_counts_one_plan_cache_miss(
+    served: tuple[TestClient, list[str]],
+) -> None:
+    client, _ = served
+    assert client.post("/v1/search", json={"intent": "cheap chocolate"}).status_code == 200  # watches read
+    cache = client.app.state.service.cache  # type: ignore[attr-defined]
+    hits, misses = cache.hits, cache.misses
+    assert client.post("/v1/search", json={"intent": "vegan chocolate"}).status_code == 200
+    assert (cache.hits, cache.misses) == (hits, misses + 1)  # looked at on the loop, counted once
+    assert client.post("/v1/search", json={"intent": "vegan chocolate"}).status_code == 200
+    assert (cache.hits, cache.misses) == (hits + 1, misses + 1)
+
+
+def test_a_search_cancelled_on_the_loop_still_gets_its_one_record(
+    served: tuple[TestClient, list[str]],
+) -> None:
+    """Cancelled while its ``_msearch`` waits on an engine that does not answer (a shutdown
+    cancelling requests, a client gone): never answered, recorded as ``request_cancelled``."""
+    client, _ = served
+    assert client.post("/v1/search", json={"intent": "cheap chocolate"}).status_code == 200
+    service = client.app.state.service  # type: ignore[attr-defined]
+    recorder = client.app.state.recorder  # type: ignore[attr-defined]
+
+    async def scenario() -> None:
+        arrived = asyncio.Event()
+
+        async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.read(1 << 16)
+            arrived.set()
+            try:
+                await asyncio.sleep(30)
+            finally:
+                writer.close()
+
+        server = await asyncio.start_server(silent, "127.0.0.1", 0)
+        engine = AsyncEngine(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", 30.0)
+        request = SearchRequest(intent="cheap chocolate")
+        search = asyncio.create_task(recorder.search_cached(service, request, "cancelled-1", engine=engine))
+        await asyncio.wait_for(arrived.wait(), 10)
+        search.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await search
+        engine.close()
+        server.close()
+
+    asyncio.run(scenario())
+    deadline = time.monotonic() + 10
+    while (found := recorder.find("cancelled-1")) is None and time.monotonic() < deadline:
+        time.sleep(0.05)  # queued without waiting: the writer takes it in a moment
+    assert found is not None and found["status"] == "error", found
+    assert found["error"]["code"] == "request_cancelled" and not found.get("hit_ids"), found
