@@ -240,7 +240,8 @@ def _against_checkpoints(
                                     f"writer {writer}: checkpoint at seq {checkpoint.get('sequence')}"
                                     f" is {wrong}"))
                 continue
-        if writer not in latest or int(checkpoint["sequence"]) > int(latest[writer]["sequence"]):
+        # the latest head; at the same head, the later checkpoint (a shutdown after an interval)
+        if writer not in latest or int(checkpoint["sequence"]) >= int(latest[writer]["sequence"]):
             latest[writer] = checkpoint
     for writer in sorted(set(writers) | set(latest)):
         report = writers.setdefault(writer, WriterReport())

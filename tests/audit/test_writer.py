@@ -116,3 +116,8 @@ def test_shutdown_is_checkpointed_even_when_an_interval_checkpoint_holds_the_hea
     recorder.close()
     recorder.close()
     assert checkpoints() == [(2, "interval"), (5, "interval"), (5, "shutdown")]
+    report = verify_lines(
+        JsonlSink(tmp_path / "decisions.jsonl").lines(),
+        checkpoints=[json.loads(line) for line in checkpoints_path.read_text().splitlines()],
+    )
+    assert report.ok and report.writers["test-writer"].checkpoint_reason == "shutdown", report
