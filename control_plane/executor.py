@@ -23,7 +23,7 @@ Replay: a plan whose last run fell back (several tiers run) remembers every tier
 the tier served, with the catalog generation they were seen at (:class:`Replay`). While the
 catalog generation is the same (no write and no refresh since: the counters of
 :class:`~control_plane.service.Catalog`), a repeated request sends only the tier that will be
-served (:func:`replayed`), the exact request body the full run served, and reports the other
+served (:func:`replay_steps`), the exact request body the full run served, and reports the other
 tiers' totals as replayed (``TierRun.replayed``). If that tier's total is not what it was,
 the replay is dropped and the tiers run again from the first. The choice is the same as the
 tiers run one after another would make at that generation; the engine is spared the queries
@@ -115,14 +115,9 @@ def replay_of(execution: Execution, key: Hashable) -> Replay | None:
     return Replay(key, tuple((run.tier, run.total) for run in execution.runs), execution.tier)
 
 
-def replayed(engine: Engine, index: str, render: Render, replay: Replay) -> Execution | None:
-    """Send only the tier ``replay`` served; None when its total is not what it was (the
-    caller then runs the tiers again)."""
-    return drive(replay_steps(index, render, replay), engine.msearch)
-
-
 def replay_steps(index: str, render: Render, replay: Replay) -> Steps[Execution | None]:
-    """:func:`replayed` as steps (see :data:`Steps`)."""
+    """Send only the tier ``replay`` served; None when its total is not what it was (the
+    caller then runs the tiers again). As steps (see :data:`Steps`)."""
     rendered = render(replay.served)
     started = time.perf_counter_ns()
     response = (yield [(index, rendered.text)])[0]

@@ -63,7 +63,7 @@ class Renderings:
         """the last tier the fallback ran for this plan (where the last request stopped):
         the next request sends every tier up to it in one round trip"""
         self.replay: Replay | None = None
-        """what the last full run that fell back saw (:func:`control_plane.executor.replayed`)"""
+        """what the last full run that fell back saw (:func:`control_plane.executor.replay_steps`)"""
 
     def body(self, key: Hashable, render: Callable[[], Mapping[str, Any]]) -> RenderedTier:
         """The rendered body for ``key``, rendering it (``render()``) only the first time."""

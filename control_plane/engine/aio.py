@@ -160,7 +160,7 @@ class AsyncEngine:
         )
         try:
             async with asyncio.timeout(timeout):
-                async with self._slot():
+                async with self._loop_slots():
                     status, payload = await self._exchange(head + body)
         except TimeoutError as error:
             if cut or deadline.expired():  # uvloop's timers may fire a little early
@@ -211,19 +211,15 @@ class AsyncEngine:
             connection.close()
         return status, payload
 
-    def _slot(self) -> asyncio.Semaphore:
-        self._bind()
-        assert self._slots is not None
+    def _loop_slots(self) -> asyncio.Semaphore:
+        """The running loop's request slots; connections and slots belong to the loop that
+        made them (another loop starts afresh: a closed loop's sockets are closed with it)."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop or self._slots is None:
+            self._idle, self._loop, self._slots = [], loop, asyncio.Semaphore(self._connections)
         return self._slots
 
-    def _bind(self) -> None:
-        loop = asyncio.get_running_loop()
-        if self._loop is not loop:  # connections (and slots) belong to the loop that made them
-            self._idle, self._loop = [], loop
-            self._slots = asyncio.Semaphore(self._connections)
-
     def _take(self) -> _Connection | None:
-        self._bind()
         while self._idle:
             connection = self._idle.pop()
             if not connection.closed:
