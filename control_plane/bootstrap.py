@@ -18,7 +18,7 @@ from control_plane.catalog.profile import CatalogProfile, load_profile
 from control_plane.catalog_loader import LoadReport, load_catalog, load_purchases
 from control_plane.config import Settings, project_path
 from control_plane.engine import Engine
-from control_plane.loader import load_policy_set
+from control_plane.loader import Progress, load_policy_set
 from control_plane.service import PURCHASES_INDEX, SearchService
 from control_plane.shopper_language import field_types_of
 from control_plane.times import Clock
@@ -39,21 +39,26 @@ def profile_of(settings: Settings) -> CatalogProfile:
 
 
 def publish_policies(
-    engine: Engine, settings: Settings, directory: str | Path, env: str = "live", *, clock: Clock
+    engine: Engine,
+    settings: Settings,
+    directory: str | Path,
+    env: str = "live",
+    *,
+    clock: Clock,
+    reading: Progress | None = None,
 ) -> tuple[str, str]:
     """Publish a policy directory straight to ``env`` (``live`` or ``staging``): the
     operator's bootstrap path, with no review, recorded in the history (at ``clock``'s
-    time) with the directory's tests (so it can be exported and promoted from)."""
+    time) with the directory's tests (so it can be exported and promoted from).
+    ``reading``: told how many policy files are read (the CLI's bar)."""
     from control_plane.lifecycle.suite import load_suite
-    from control_plane.lifecycle.workflow import Workflow, policy_files
+    from control_plane.lifecycle.workflow import Workflow, read_directory
 
     root = resolve(directory)
     profile = profile_of(settings)
-    policy_set = load_policy_set(root, profile, field_types=field_types_of(profile))
+    policy_set, files = read_directory(root, profile, reading)
     workflow = Workflow(settings, engine, profile, clock=clock)
-    version = workflow.bootstrap(
-        "operator", policy_set, load_suite(root), env, policy_files(root)
-    )
+    version = workflow.bootstrap("operator", policy_set, load_suite(root), env, files)
     return workflow.index_of(version), version
 
 

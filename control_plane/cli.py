@@ -219,11 +219,13 @@ def cmd_policy_check(args: argparse.Namespace, settings: Settings) -> int:
     """The policies and the tests of a directory: every problem of both, in one run."""
     from control_plane.bootstrap import profile_of, resolve
     from control_plane.lifecycle.suite import load_directory
+    from control_plane.progress import terminal_bar
     from control_plane.shopper_language import field_types_of
 
     profile = profile_of(settings)
     policy_set, suite = load_directory(
-        resolve(args.dir or settings.policies.dir), profile, field_types=field_types_of(profile)
+        resolve(args.dir or settings.policies.dir), profile, field_types=field_types_of(profile),
+        progress=terminal_bar("reading policies", sys.stderr),
     )
     print(
         f"{len(policy_set.policies)} policies, {len(suite.cases)} test cases,"
@@ -240,7 +242,8 @@ def cmd_policy_publish(args: argparse.Namespace, settings: Settings) -> int:
     bar = terminal_bar("publishing policies", sys.stderr)
     with policy_store.reporting(bar) if bar else contextlib.nullcontext():
         index, version = publish_policies(
-            connect_engine(settings), settings, args.dir or settings.policies.dir, args.env, clock=CLOCK
+            connect_engine(settings), settings, args.dir or settings.policies.dir, args.env, clock=CLOCK,
+            reading=terminal_bar("reading policies", sys.stderr),
         )
     print(f"policy set {version} is {args.env} ({index})")
     return EXIT_OK

@@ -177,9 +177,13 @@ class Engine(ABC):
         params = {"refresh": "true"} if refresh else None
         self.request("PUT", _path(index, "_doc", doc_id), body=document, params=params)
 
-    def get_document(self, index: str, doc_id: str) -> dict[str, Any] | None:
+    def get_document(
+        self, index: str, doc_id: str, *, source: Sequence[str] | None = None
+    ) -> dict[str, Any] | None:
+        """The document, or None; ``source``: only these fields of its ``_source``."""
+        params = {"_source_includes": ",".join(source)} if source is not None else None
         try:
-            result: dict[str, Any] = self.request("GET", _path(index, "_doc", doc_id))
+            result: dict[str, Any] = self.request("GET", _path(index, "_doc", doc_id), params=params)
         except EngineError as error:
             if error.status == 404:
                 return None

@@ -87,6 +87,7 @@ from control_plane.loader import (
     SUFFIXES,
     TESTS_DIR,
     FieldRoles,
+    Progress,
     Source,
     YamlReading,
     load_policy_set,
@@ -373,17 +374,20 @@ def load_directory(
     *,
     field_types: Mapping[str, str] | None = None,
     locations: dict[str, str] | None = None,
+    progress: Progress | None = None,
 ) -> tuple[PolicySet, Suite]:
     """The policy set and the test suite of a policy directory, or one
     :class:`~control_plane.errors.PolicyLoadError` with every problem of both (what
     ``policy check`` and ``policy lint`` report before anything else). ``field_types``:
-    the catalog mapping's, so text-field rules are checked and resolved; ``locations``: as
-    for :func:`~control_plane.loader.load_policy_set`."""
+    the catalog mapping's, so text-field rules are checked and resolved; ``locations`` and
+    ``progress``: as for :func:`~control_plane.loader.load_policy_set`."""
     problems: list[PolicyError] = []
     policy_set = suite = None
     with paused_collection():
         try:
-            policy_set = load_policy_set(directory, roles, field_types=field_types, locations=locations)
+            policy_set = load_policy_set(
+                directory, roles, field_types=field_types, locations=locations, progress=progress
+            )
         except PolicyLoadError as error:
             problems += error.errors
         try:

@@ -56,7 +56,7 @@ from control_plane.lifecycle.keys import Principal
 from control_plane.lifecycle.runner import SuiteReport, run_suite, without_plan_cache
 from control_plane.lifecycle.store import Event, LifecycleStore
 from control_plane.lifecycle.suite import Suite, load_suite, suite_from_json
-from control_plane.loader import PYDANTIC_CODES, build_policy_set, load_policy_set, policy_locations
+from control_plane.loader import PYDANTIC_CODES, Progress, build_policy_set, load_policy_set
 from control_plane.policy import Policy, PolicySet
 from control_plane.service import SearchRequest, SearchService
 from control_plane.shopper_language import field_types_of
@@ -241,13 +241,10 @@ class Workflow:
     ) -> VersionState:
         with self._refusals(principal, "apply", None):
             self._require(principal, "apply", "author")
-        policy_set = load_policy_set(
-            directory, self.profile, field_types=field_types_of(self.profile)
-        )
+        policy_set, files = read_directory(directory, self.profile)
         suite = load_suite(directory)
         version = self._stage(
-            principal.name, "apply", policy_set, suite, "staging", reason or str(directory),
-            policy_files(directory),
+            principal.name, "apply", policy_set, suite, "staging", reason or str(directory), files
         )
         return self.version_state(version)
 
@@ -775,9 +772,13 @@ def _problems(error: ValidationError, name: str) -> list[PolicyError]:
     return problems
 
 
-def policy_files(directory: Path | str) -> dict[str, str]:
-    """Policy id -> the file (relative to ``directory``) that defines it."""
-    return {
-        policy_id: location.rsplit(":", 1)[0]
-        for policy_id, location in policy_locations(directory).items()
-    }
+def read_directory(
+    directory: Path | str, profile: CatalogProfile, progress: Progress | None = None
+) -> tuple[PolicySet, dict[str, str]]:
+    """A policy directory's set and, from the same read, policy id -> the file (relative to
+    ``directory``) that defines it (the version's history keeps it, for export)."""
+    locations: dict[str, str] = {}
+    policy_set = load_policy_set(
+        directory, profile, field_types=field_types_of(profile), locations=locations, progress=progress
+    )
+    return policy_set, {policy_id: location.rsplit(":", 1)[0] for policy_id, location in locations.items()}

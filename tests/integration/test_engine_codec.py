@@ -71,6 +71,13 @@ def test_stored_values_come_back_exactly(engine: Engine, stored: str) -> None:
     assert searched["highlight"]["title"] == ["<em>Chocolat</em> noir à 70 % — 東京 🍫 café"]
 
 
+def test_a_document_read_for_some_fields_brings_only_those(engine: Engine, stored: str) -> None:
+    """What ``write_index`` reads of a version's meta document: not the 38 MB set."""
+    got = engine.get_document(stored, "1", source=("title",))
+    assert got is not None and got["_source"] == {"title": STORED["title"]}
+    assert engine.get_document(stored, "absent", source=("title",)) is None
+
+
 def test_a_failed_msearch_item_fails_closed(engine: Engine, stored: str) -> None:
     with pytest.raises(EngineError) as failed:
         engine.msearch([(stored, {"size": 0}), (f"{stored}-missing", {"size": 0})])

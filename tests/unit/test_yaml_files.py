@@ -93,3 +93,37 @@ def test_locations_from_the_load_are_policy_locations(tmp_path: Path) -> None:
     assert located == {
         "first": "two.yaml:1", "second": "two.yaml:6", "third": "docs.yaml:1", "fourth": "docs.yaml:9",
     }  # fmt: skip
+
+
+def test_a_directory_read_once_gives_the_files_a_second_read_gave(tmp_path: Path) -> None:
+    """``publish`` and ``apply`` keep each policy's file from the one read of the set."""
+    from control_plane.bootstrap import profile_of
+    from control_plane.config import Settings
+    from control_plane.lifecycle.workflow import read_directory
+    from control_plane.loader import policy_locations
+
+    demo = Path(__file__).resolve().parents[2] / "policies"
+    policy_set, files = read_directory(demo, profile_of(Settings()))
+    assert files == {pid: where.rsplit(":", 1)[0] for pid, where in policy_locations(demo).items()}
+    assert set(files) == {p.id for p in policy_set.policies} and len(files) > 10
+
+
+def test_a_load_reports_its_progress_in_bounded_steps(tmp_path: Path) -> None:
+    from control_plane.loader import PROGRESS_STEPS, load_policy_set
+
+    demo = Path(__file__).resolve().parents[2] / "policies"
+    (tmp_path / "governance.yaml").write_text((demo / "governance.yaml").read_text(encoding="utf-8"))
+    count = PROGRESS_STEPS * 2 + 7
+    for number in range(count):
+        (tmp_path / f"p{number:04d}.yaml").write_text(
+            f"id: p{number}\ntitle: t\nowner: merch\ntrigger: {{phrase: [word{number}]}}\n"
+            "rules: [{boost: {field: brand, values: [x], weight: 2}}]\n",
+            encoding="utf-8",
+        )
+    reported: list[tuple[int, int]] = []
+    policy_set = load_policy_set(tmp_path, progress=lambda done, total: reported.append((done, total)))
+    assert len(policy_set.policies) == count
+    assert reported[-1] == (count, count)
+    assert all(total == count for _, total in reported)
+    done = [d for d, _ in reported]
+    assert done == sorted(set(done)) and len(reported) <= PROGRESS_STEPS + 1
