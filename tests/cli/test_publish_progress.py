@@ -1,5 +1,5 @@
-"""`govsearch policy publish` shows a progress bar on a terminal and nothing of it
-elsewhere: the command itself on a pseudo-terminal and on a pipe, and the bar redrawn once
+"""`govsearch policy publish` shows progress bars (reading, then writing) on a terminal and
+nothing of them elsewhere: the command itself on a pseudo-terminal and on a pipe, and the bar redrawn once
 per bulk batch (batches made small), on the real engine."""
 
 from __future__ import annotations
@@ -65,7 +65,10 @@ def test_publish_draws_a_bar_on_a_terminal_and_none_on_a_pipe(
     code, out, err = publish_on_a_terminal(env)
     assert code == 0, err
     assert "is live" in out and "\r" not in out, "the result goes to standard output, plain"
-    assert err.startswith("\rpublishing policies [") and "100%" in err
+    reading, _, publishing = err.partition("\rpublishing policies [")
+    assert reading.startswith("\rreading policies [") and reading.rstrip("\r\n").endswith("100%")
+    assert reading.endswith("\n"), "the files read, its line ended, then"
+    assert publishing and "100%" in publishing, "the index written"
     assert err.rstrip("\r\n").endswith("100%") and err.endswith("\n"), "the bar's line is ended"
     piped = subprocess.run(
         [str(GOVSEARCH), "policy", "publish", "policies", "--env", "staging"],
@@ -73,7 +76,7 @@ def test_publish_draws_a_bar_on_a_terminal_and_none_on_a_pipe(
         check=False, timeout=300,
     )
     assert piped.returncode == 0, piped.stderr
-    assert "\r" not in piped.stderr and "publishing policies [" not in piped.stderr
+    assert "\r" not in piped.stderr and "policies [" not in piped.stderr
     assert "is staging" in piped.stdout
 
 
@@ -94,7 +97,9 @@ def test_the_bar_is_redrawn_once_per_bulk_batch(
     terminal = Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
     assert main(["policy", "publish", "policies", "--env", "live"]) == 0
-    drawn = terminal.getvalue()
+    read, _, drawn = terminal.getvalue().partition("\rpublishing policies [")
+    assert read.startswith("\rreading policies [") and read.endswith("100%\n")  # the bar before
+    drawn = "\rpublishing policies [" + drawn
     lines = drawn.split("\r")[1:]
     assert len(lines) >= 3, drawn
     counts = [int(line.split("] ")[1].split("/")[0].replace(",", "")) for line in lines]
