@@ -108,3 +108,15 @@ def test_the_bar_is_redrawn_once_per_bulk_batch(
     assert all(0 < b - a <= 5 for a, b in zip([0, *counts], counts, strict=False))
     assert drawn.endswith("100%\n") and drawn.count("\n") == 1
     assert "is live" in capsys.readouterr().out
+
+
+def test_check_draws_the_reading_bar_on_a_terminal(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(ROOT)
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert main(["policy", "check", "policies"]) == 0
+    drawn = terminal.getvalue()
+    assert drawn.startswith("\rreading policies [") and drawn.endswith("100%\n") and drawn.count("\n") == 1
+    assert "policies," in capsys.readouterr().out
