@@ -71,8 +71,9 @@ class SearchSettings(Section):
     (0: on every request); a promotion made through the process itself is picked up at once"""
     tier_batching: Literal["together", "strict_first", "cheap_first", "serial"] = "serial"
     """how the fallback tiers of a plan not run before are sent: one request per tier, strict
-    alone then relaxed and broad together, or all in one ``_msearch``; a plan that ran
-    before sends every tier up to where it stopped last time in one request (ADR 0013)"""
+    alone then relaxed and broad together, strict and relaxed together then broad (ADR
+    0032), or all in one ``_msearch``; a plan that ran before sends every tier up to where
+    it stopped last time in one request (ADR 0013)"""
 
 
 class ApiSettings(Section):
