@@ -1,16 +1,21 @@
 """Governed search against the same DSL sent directly, on the demo catalog and policies.
 
 For each intent: ``SearchService.search`` end to end, with the plan cache off
-(``plan_cache_size=0``) and on, against ``engine.search(alias, dsl)`` with the final DSL the
-governed search served (``outcome.execution.dsl``). The three run interleaved, the order
-rotating every round. The governed search may run more than one tier (strict, relaxed,
-broad) when a tier returns fewer than ``min_hits``; the direct request is always one, and
-the report says how many tiers each intent ran.
+(``plan_cache_size=0``: anonymous, and for a user whose purchases are looked up, the demo's
+``alice``) and on, against ``engine.search(alias, dsl)`` with the final DSL the governed
+search served (``outcome.execution.dsl``). The four run interleaved, the order rotating
+every round; each call's process CPU time is noted with its wall time (the engine is
+another process), and the cold searches' stages (percolate, purchases, compose, render,
+tiers) and engine requests are kept: where a plan-cache miss spends its time. The governed
+search may run more than one tier (strict, relaxed, broad) when a tier returns fewer than
+``min_hits``; the direct request is always one, and the report says how many tiers each
+intent ran.
 """
 
 from __future__ import annotations
 
 import statistics
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import partial
@@ -46,7 +51,10 @@ INTENTS = (
     "lentils",
     "french toast",
 )
-VARIANTS = ("governed", "governed_cached", "direct")
+VARIANTS = ("governed", "governed_user", "governed_cached", "direct")
+USER = "alice"
+"""a demo persona with purchases: the cold search with a user looks them up"""
+COLD = ("governed", "governed_user")
 
 
 def run(engine: Engine, url: str, intent_count: int, warmup: int, rounds: int) -> dict[str, Any]:
@@ -58,11 +66,13 @@ def run(engine: Engine, url: str, intent_count: int, warmup: int, rounds: int) -
     alias = uncached.profile.alias
     intents = list(INTENTS[:intent_count])
     requests = {intent: SearchRequest(intent=intent) for intent in intents}
+    users = {intent: SearchRequest(intent=intent, user_id=USER) for intent in intents}
     try:
         first = {intent: uncached.search(requests[intent], NOW) for intent in intents}
         dsl = {intent: dict(outcome.execution.dsl) for intent, outcome in first.items()}
         calls: dict[str, Callable[[str], Any]] = {
             "governed": lambda intent: uncached.search(requests[intent], NOW),
+            "governed_user": lambda intent: uncached.search(users[intent], NOW),
             "governed_cached": lambda intent: cached.search(requests[intent], NOW),
             "direct": lambda intent: engine.search(alias, dsl[intent]),
         }
@@ -71,16 +81,26 @@ def run(engine: Engine, url: str, intent_count: int, warmup: int, rounds: int) -
                 for variant in VARIANTS:
                     calls[variant](intent)
         samples: dict[str, dict[str, list[int]]] = {v: {i: [] for i in intents} for v in VARIANTS}
+        cpu: dict[str, list[int]] = {v: [] for v in VARIANTS}
         stages: dict[str, list[float]] = {"compile": [], "execute": []}
+        cold: dict[str, dict[str, list[float]]] = {v: {} for v in COLD}
         for round_number in range(rounds):
-            order = VARIANTS[round_number % 3:] + VARIANTS[: round_number % 3]
+            shift = round_number % len(VARIANTS)
+            order = VARIANTS[shift:] + VARIANTS[:shift]
             for intent in intents:
                 for variant in order:
+                    started_cpu = time.process_time_ns()
                     elapsed, result = timed(partial(calls[variant], intent))
+                    cpu[variant].append(time.process_time_ns() - started_cpu)
                     samples[variant][intent].append(elapsed)
                     if variant == "governed":
                         stages["compile"].append(result.latency_ms["compile"])
                         stages["execute"].append(result.latency_ms["execute"])
+                    if variant in COLD:
+                        parts = cold[variant]
+                        for name, ms in result.latency_ms.items():
+                            parts.setdefault(name, []).append(ms)
+                        parts.setdefault("engine_requests", []).append(result.engine_requests)
     finally:
         uncached.close()
         cached.close()
@@ -96,12 +116,27 @@ def run(engine: Engine, url: str, intent_count: int, warmup: int, rounds: int) -
         "intents": intents,
         "latency": report,
         "governed_stage_p50_ms": {k: round(statistics.median(v), 3) for k, v in stages.items()},
+        "cpu_p50_ms": {v: round(statistics.median(cpu[v]) / 1e6, 3) for v in VARIANTS},
+        "cold_parts": {
+            variant: {
+                "stage_p50_ms": {
+                    name: round(statistics.median(values), 3)
+                    for name, values in sorted(parts.items())
+                    if name != "engine_requests"
+                },
+                "stage_samples": {name: len(values) for name, values in sorted(parts.items())},
+                "engine_requests_mean": round(statistics.fmean(parts["engine_requests"]), 2),
+            }
+            for variant, parts in cold.items()
+        },
         "ratio_of_medians": {
             "governed/direct": round(report["governed"]["p50_ms"] / direct_p50, 2),
+            "governed_user/direct": round(report["governed_user"]["p50_ms"] / direct_p50, 2),
             "governed_cached/direct": round(report["governed_cached"]["p50_ms"] / direct_p50, 2),
         },
         "overhead_p50_ms": {
             "governed": round(report["governed"]["p50_ms"] - direct_p50, 3),
+            "governed_user": round(report["governed_user"]["p50_ms"] - direct_p50, 3),
             "governed_cached": round(report["governed_cached"]["p50_ms"] - direct_p50, 3),
         },
         "per_intent": [

@@ -318,6 +318,8 @@ def _governed_lines(gov: dict[str, Any]) -> list[str]:
         _row(["---"] * 8),
     ]
     for variant in governed.VARIANTS:
+        if variant not in gov["latency"]:  # a result file of an earlier bench
+            continue
         lat = gov["latency"][variant]
         ratio = gov["ratio_of_medians"].get(f"{variant}/direct", 1.0)
         overhead = gov["overhead_p50_ms"].get(variant, 0.0)
@@ -331,6 +333,11 @@ def _governed_lines(gov: dict[str, Any]) -> list[str]:
         f"Governed (cache off) stage medians: compile {stages['compile']} ms, execute {stages['execute']} ms."
         f" Intents that ran more than one tier: {', '.join(multi) or 'none'}.",
     ]
+    for variant, parts in gov.get("cold_parts", {}).items():
+        named = ", ".join(f"{name} {ms}" for name, ms in parts["stage_p50_ms"].items())
+        lines.append(f"- {variant} (cache off) stage p50 ms: {named}; engine requests"
+                     f" {parts['engine_requests_mean']} per search; process CPU"
+                     f" {gov['cpu_p50_ms'][variant]} ms p50.")
     return lines
 
 

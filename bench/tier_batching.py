@@ -28,7 +28,7 @@ from control_plane.renderer import Tier
 from control_plane.service import SearchRequest, SearchService
 from control_plane.times import system_clock
 
-MODES: tuple[Batching, ...] = ("serial", "strict_first", "together")
+MODES: tuple[Batching, ...] = ("serial", "strict_first", "cheap_first", "together")
 
 
 def run(url: str, rounds: int) -> dict[str, Any]:

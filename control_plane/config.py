@@ -69,10 +69,11 @@ class SearchSettings(Section):
     alias_watch_interval_s: float = Field(default=1.0, ge=0)
     """how often a serving process re-reads the live policies alias and the catalog alias
     (0: on every request); a promotion made through the process itself is picked up at once"""
-    tier_batching: Literal["together", "strict_first", "serial"] = "serial"
+    tier_batching: Literal["together", "strict_first", "cheap_first", "serial"] = "serial"
     """how the fallback tiers of a plan not run before are sent: one request per tier, strict
-    alone then relaxed and broad together, or all in one ``_msearch``; a plan that ran
-    before sends every tier up to where it stopped last time in one request (ADR 0013)"""
+    alone then relaxed and broad together, strict and relaxed together then broad (ADR
+    0032), or all in one ``_msearch``; a plan that ran before sends every tier up to where
+    it stopped last time in one request (ADR 0013)"""
 
 
 class ApiSettings(Section):

@@ -55,9 +55,11 @@ is sent their answers; its return value is the result. :func:`drive` runs it wit
 synchronous engine, :func:`drive_async` from the event loop (``control_plane.engine.aio``),
 so both make the same requests and take the same decisions."""
 
-Batching = Literal["together", "strict_first", "serial"]
+Batching = Literal["together", "strict_first", "cheap_first", "serial"]
 """how a plan's tiers are sent when nothing is known about it yet (its first run): all in
-one request, strict alone then the others in one request, or one request per tier"""
+one request, strict alone then the others in one request, the cheap tiers (strict and
+relaxed) in one request then broad (fuzzy, the expensive one) alone, or one request per
+tier"""
 
 
 @dataclass(frozen=True)
@@ -176,10 +178,12 @@ def tier_batches(
         cut = known[0] + 1
     elif batching == "serial":
         cut = 1
+    elif batching == "cheap_first":
+        cut = len([tier for tier in tiers if tier != "broad"]) or 1
     else:
         cut = len(tiers) if batching == "together" else 1
     first, rest = tiers[:cut], tiers[cut:]
-    if batching == "serial":  # what the last run did not reach: one tier at a time
+    if batching in ("serial", "cheap_first"):  # what the last run did not reach: one tier at a time
         return (first, *((tier,) for tier in rest))
     return tuple(batch for batch in (first, rest) if batch)
 

@@ -587,7 +587,7 @@ def _percolation(
 
 
 def _pages(
-    engine: Engine, index: str, first: dict[str, Any], make: Callable[[str], dict[str, Any]]
+    engine: Engine, index: str, first: Mapping[str, Any], make: Callable[[str], dict[str, Any]]
 ) -> list[dict[str, Any]]:
     """Every hit: ``first`` page, then ``make(last sort value)`` until a page is short."""
     hits: list[dict[str, Any]] = first["hits"]["hits"]
@@ -611,6 +611,7 @@ def match(
     *,
     cohorts: Sequence[str] = (),
     now: datetime,
+    first: Mapping[str, Any] | None = None,
 ) -> Matches:
     """Percolate ``intent`` (already cleaned) against the triggers stored in ``index``.
 
@@ -622,18 +623,29 @@ def match(
     engine's hit order. One round trip, more only past :data:`PAGE` matched
     triggers; an index of an earlier layout (no :data:`LAYOUT_ID` marker) is matched the
     old way, one more round trip (module docstring).
+
+    ``first``: the answer to :func:`percolation`'s request when the caller sent it itself
+    (in one ``_msearch`` with another search, checked as ``_msearch`` items are: a failed
+    item or a missing shard raised there); the next pages, if any, are asked here.
     """
     triggers = policies.triggers if isinstance(policies, PolicyMap) else Triggers.of(policies.values())
 
     def page(after: str | None) -> dict[str, Any]:
         return _trigger_percolation(intent, after)
 
-    first = engine.search(index, page(None))
+    if first is None:
+        first = engine.search(index, page(None))
     hits = _pages(engine, index, first, page)
     if not any(hit["_id"] == LAYOUT_ID for hit in hits):
         return _match_legacy(engine, index, intent, policies, cohorts=cohorts, now=now)
     ranges = {hit["_id"]: _marked_ranges(hit) for hit in hits}
     return triggers.expand(intent, ranges, frozenset(cohorts), now)
+
+
+def percolation(index: str, intent: str) -> tuple[str, dict[str, Any]]:
+    """The first request :func:`match` sends, as (index, body): for a caller that sends it
+    together with another search and hands the answer to :func:`match` (``first``)."""
+    return index, _trigger_percolation(intent, None)
 
 
 def _trigger_percolation(intent: str, after: str | None) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from control_plane.engine import Engine, EngineError
+from control_plane.engine.base import msearch_lines, msearch_responses
 
 HALF_LIFE_DAYS = 60.0
 MAX_EXTRA = 3.5
@@ -44,19 +45,44 @@ def purchase_boosts(
     )
 
 
+def purchases_query(user_id: str) -> dict[str, Any]:
+    """The search for a user's purchase rows (most bought first, then by product id)."""
+    return {
+        "size": MAX_PRODUCTS,
+        "query": {"term": {"user_id": user_id}},
+        "sort": [{"count": "desc"}, {"product_id": "asc"}],
+    }
+
+
+def purchase_rows(response: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The purchase rows of an answer to :func:`purchases_query`."""
+    return [hit["_source"] for hit in response["hits"]["hits"]]
+
+
 def lookup_purchases(engine: Engine, index: str, user_id: str) -> list[dict[str, Any]]:
     """The user's purchase rows from the ``user_purchases`` index (empty if none, or no index)."""
     try:
-        response = engine.search(
-            index,
-            {
-                "size": MAX_PRODUCTS,
-                "query": {"term": {"user_id": user_id}},
-                "sort": [{"count": "desc"}, {"product_id": "asc"}],
-            },
-        )
+        response = engine.search(index, purchases_query(user_id))
     except EngineError as error:
         if error.status == 404:
             return []
         raise
-    return [hit["_source"] for hit in response["hits"]["hits"]]
+    return purchase_rows(response)
+
+
+def lookup_alongside(
+    engine: Engine, index: str, user_id: str, search: tuple[str, Mapping[str, Any]]
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``search`` (index, body) and the user's purchase rows, in one ``_msearch``: the
+    answer to ``search`` and the rows (what :func:`lookup_purchases` returns). ``search``'s
+    item fails closed exactly as :meth:`Engine.msearch` makes it (an error or a missing
+    shard raises); the purchases item likewise, except that a missing index (404) means no
+    rows, as it does alone."""
+    searches = [search, (index, purchases_query(user_id))]
+    result = engine.request("POST", "/_msearch", body=msearch_lines(searches))
+    answer, purchases = result["responses"]
+    (checked,) = msearch_responses(searches[:1], {"responses": [answer]})
+    if "error" in purchases and purchases.get("status") == 404:
+        return checked, []
+    (found,) = msearch_responses(searches[1:], {"responses": [purchases]})
+    return checked, purchase_rows(found)

@@ -1,5 +1,6 @@
-"""The governed search pipeline, wired: normalise -> match (+ purchases, in parallel) ->
-compose -> render -> execute. Pure stages in the middle, engine I/O at the ends.
+"""The governed search pipeline, wired: normalise -> match (+ purchases, in the same
+``_msearch``) -> compose -> render -> execute. Pure stages in the middle, engine I/O at the
+ends.
 
 One request works on one snapshot: the concrete policies index the live alias pointed
 to when the request started, and the policy set stored in that index. A promotion that
@@ -20,12 +21,10 @@ that received the request passes its instant (see :mod:`control_plane.times`).
 
 from __future__ import annotations
 
-import contextvars
 import json
 import math
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any
@@ -276,10 +275,9 @@ class SearchService:
         self._check = self._watch.lock
         """held by whoever re-reads the alias and loads a set; requests never wait on it while
         there is a set to serve"""
-        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="govsearch")
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False)
+        """Nothing of its own to release (the engine client is the caller's)."""
 
     # --- snapshot -----------------------------------------------------------------
 
@@ -355,35 +353,28 @@ class SearchService:
             self.cache.note_hit()
             if user:
                 self.purchases.note_hit()
-        lookup = (
-            self._pool.submit(  # with the request's context: its deadline bounds this call too
-                contextvars.copy_context().run,
-                _timed,
-                stages,
-                "purchases",
-                personalization.lookup_purchases,
-                self.engine,
-                PURCHASES_INDEX,
-                user,
-            )
-            if user and rows is None
-            else None
-        )
         def edges() -> tuple[datetime | None, datetime | None]:  # what a cache entry holds between
             return next_boundary(live.policy_set, now), previous_boundary(live.policy_set, now)
 
         if plan is None:
-            matches = _timed(
-                stages,
-                "percolate",
-                matcher.match,
-                self.engine,
-                live.index,
-                intent,
-                by_id,
-                cohorts=request.cohorts,
-                now=now,
+            started = time.perf_counter_ns()
+            first = None  # the first percolation page, when sent with the purchases lookup
+            if user and rows is None:  # both needed: one ``_msearch`` (ADR 0032)
+                first, found = _timed(
+                    stages,
+                    "purchases",
+                    personalization.lookup_alongside,
+                    self.engine,
+                    PURCHASES_INDEX,
+                    user,
+                    matcher.percolation(live.index, intent),
+                )
+                rows = tuple(found)
+                self.purchases.put(version, user, rows, *edges())
+            matches = matcher.match(
+                self.engine, live.index, intent, by_id, cohorts=request.cohorts, now=now, first=first
             )
+            stages.append(StageTiming("percolate", started, time.perf_counter_ns()))
             context = self._context(request)
             composition = _timed(stages, "compose", compose, live.policy_set, intent, matches, context)
             plan = Compiled(
@@ -397,8 +388,10 @@ class SearchService:
             hit = False
         else:
             hit = True
-        if lookup is not None:
-            rows = tuple(lookup.result())
+        if user and rows is None:  # the plan cached, the purchases not: the lookup alone
+            rows = tuple(_timed(
+                stages, "purchases", personalization.lookup_purchases, self.engine, PURCHASES_INDEX, user
+            ))
             self.purchases.put(version, user, rows, *edges())
         rows = rows or ()
         # the plan holds until the next window edge; purchase ages move on

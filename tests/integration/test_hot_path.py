@@ -77,7 +77,7 @@ def services(
 ) -> Iterator[dict[str, SearchService]]:
     made = {
         batching: _service(engine, settings, ready, tier_batching=batching)
-        for batching in ("serial", "together", "strict_first")
+        for batching in ("serial", "together", "strict_first", "cheap_first")
     }
     yield made
     for service in made.values():
@@ -159,7 +159,7 @@ def test_tiers_sent_together_choose_what_serial_tiers_choose(
         serial = services["serial"].search(request, now).execution  # cold: one request per tier
         assert serial.round_trips == len(serial.runs)
         fallbacks += len(serial.runs) > 1
-        for batching in ("together", "strict_first", "serial"):
+        for batching in ("together", "strict_first", "cheap_first", "serial"):
             cold = services[batching].search(request, now)  # "serial": the plan cached above
             warm = services[batching].search(request, now)  # sends up to where the cold one stopped
             assert warm.compiled.cached
@@ -181,6 +181,16 @@ def test_tier_batches_on_the_christmas_chocolate(services: dict[str, SearchServi
     assert warm.execution.round_trips == 1 and _seen(warm.execution) == _seen(cold.execution)
     plan = warm.compiled.composition.plan
     assert tier_batches(tiers_for(plan), "strict_first", "broad") == (("strict", "relaxed", "broad"),)
+
+
+def test_cheap_tiers_first_on_the_christmas_chocolate(services: dict[str, SearchService]) -> None:
+    service = services["cheap_first"]
+    fell_back = service.search(SearchRequest(intent="cheap chocolate"), CHRISTMAS)
+    assert [run.tier for run in fell_back.execution.runs] == ["strict", "relaxed", "broad"]
+    assert fell_back.execution.round_trips == 2  # strict and relaxed together, then broad
+    at_strict = service.search(SearchRequest(intent="chocolate"), CHRISTMAS)
+    assert [run.tier for run in at_strict.execution.runs] == ["strict"]  # relaxed ignored
+    assert at_strict.execution.round_trips == 1
 
 
 def test_warm_search_round_trips(

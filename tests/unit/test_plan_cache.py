@@ -79,3 +79,8 @@ def test_tier_batches() -> None:
     assert tier_batches(TIERS, "strict_first", "relaxed") == (("strict", "relaxed"), ("broad",))
     assert tier_batches(TIERS, "strict_first", "broad") == (TIERS,)
     assert tier_batches(("strict",), "together", "broad") == (("strict",),)
+    # the cheap tiers together, broad (fuzzy, the expensive one) alone and only if needed
+    assert tier_batches(TIERS, "cheap_first") == (("strict", "relaxed"), ("broad",))
+    assert tier_batches(TIERS, "cheap_first", "strict") == (("strict",), ("relaxed",), ("broad",))
+    assert tier_batches(TIERS, "cheap_first", "broad") == (TIERS,)
+    assert tier_batches(("strict",), "cheap_first") == (("strict",),)
