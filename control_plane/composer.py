@@ -232,8 +232,10 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import is_
 from typing import Any, cast
 
 from pydantic import BaseModel
@@ -317,7 +319,17 @@ def compose(
         if skip is not None:
             skipped.append(skip)
             continue
-        binding = _bound(policy, turn.match.captures, vocabularies, context, index.rule_captures[policy.id])
+        found_captures = turn.match.captures
+        plain = None if found_captures or composer_state.REFERENCE else _PLAIN.get(id(policy))
+        if plain is not None and plain[0] is policy:  # the rules as written, remembered
+            binding = plain[1]
+        else:
+            rule_captures = index.rule_captures[policy.id]
+            binding = _bound(policy, found_captures, vocabularies, context, rule_captures)
+            if not found_captures and not any(rule_captures) and not composer_state.REFERENCE:
+                if len(_PLAIN) >= _PLAIN_LIMIT:
+                    _PLAIN.clear()
+                _PLAIN[id(policy)] = (policy, binding)
         captures.extend(binding.mappings)
         if binding.problem is not None:
             problem = binding.problem
@@ -388,6 +400,13 @@ def compose(
     )
     return made(Composition, {"plan": state.plan, "explanation": explanation})
 
+
+#: id(policy) -> (the policy, its binding) for a policy whose rules capture nothing and a
+#: match without captures: its rules as written, whatever the request (one dict lookup per
+#: turn instead of ``bind``'s remembered tables); the entry holds the policy, so its id is
+#: not reused while remembered; bounded like :class:`Remembered`
+_PLAIN: dict[int, tuple[Policy, Binding]] = {}
+_PLAIN_LIMIT = 65_536
 
 #: (policy, the set's vocabularies, the captured words, market, money) -> its binding
 _BINDINGS: Remembered[Binding] = Remembered()
@@ -477,7 +496,10 @@ def _turn(
     """``_Turn(Actor(policy, rank, length), found, footprint)``, without the frozen
     dataclasses' ``__init__`` (one ``object.__setattr__`` per field, twice per match)."""
     actor = object.__new__(Actor)
-    actor.__dict__.update(policy=policy, rank=rank, length=length)
+    actor.__dict__.update(
+        policy=policy, rank=rank, length=length, id=policy.id, consumes=policy.trigger.consume,
+        is_guard=policy.kind == "guard",
+    )
     turn = object.__new__(_Turn)
     turn.__dict__.update(actor=actor, match=found, footprint=footprint)
     return turn
@@ -618,15 +640,7 @@ class _Residual:
 
     def _first(self, start: int) -> int:
         """The index of the first run that ends after ``start``."""
-        ends = self._ends
-        low, high = 0, len(ends)
-        while low < high:
-            middle = (low + high) // 2
-            if ends[middle] <= start:
-                low = middle + 1
-            else:
-                high = middle
-        return low
+        return bisect_right(self._ends, start)
 
     def _cut(self, start: int, end: int) -> None:
         self._taken[start:end] = b"\x01" * (end - start)
@@ -728,10 +742,17 @@ class _Dumped:
         if entry is None:
             if isinstance(value, tuple):  # a step's "after" is often the next one's "before"
                 entry = (value, [self(item) for item in value])
+            elif composer_state.REFERENCE:
+                entry = (value, cast(BaseModel, value).model_dump(mode="json"))
+            elif kind is Boost or kind is Constraint:  # the rules' own, remembered across composes
+                entry = _KEPT_DUMPS.get(id(value))
+                if entry is None or entry[0] is not value:
+                    entry = (value, _dump(cast(BaseModel, value), self))
+                    if len(_KEPT_DUMPS) >= _KEPT_LIMIT:
+                        _KEPT_DUMPS.clear()
+                    _KEPT_DUMPS[id(value)] = entry
             else:
-                model = cast(BaseModel, value)  # a value model (checked above)
-                data = model.model_dump(mode="json") if composer_state.REFERENCE else _dump(model, self)
-                entry = (value, data)
+                entry = (value, _dump(cast(BaseModel, value), self))  # a value model (checked above)
             self._seen[id(value)] = entry
         return entry[1]
 
@@ -742,11 +763,22 @@ class _Dumped:
             return self(new)
         if id(new) in self._seen:
             return self(new)
-        if list(map(id, old)) != list(map(id, new[: len(old)])):  # not the same items
+        if not all(map(is_, old, new)):  # not the same items
             return self(new)
-        data = [*self._seen[id(old)][1], *(self(item) for item in new[len(old) :])]
+        if len(new) == len(old) + 1:  # the usual step: one boost, one pin
+            data = [*self._seen[id(old)][1], self(new[-1])]
+        else:
+            data = [*self._seen[id(old)][1], *[self(item) for item in new[len(old) :]]]
         self._seen[id(new)] = (new, data)
         return data
+
+
+#: id(boost or constraint) -> (it, its dump): what a rule proposes is the same object from
+#: compose to compose (``composer_fields``), so its dump is made once and shared, like
+#: every dump in a composition, by the changes that show it (JSON data, never changed);
+#: the entry holds the object, so its id is not reused while it is there; bounded
+_KEPT_DUMPS: dict[int, tuple[object, Any]] = {}
+_KEPT_LIMIT = 65_536
 
 
 def _finite(values: Sequence[object]) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, assert_never
 
+import control_plane.composer_state as composer_state
 from control_plane.composer_price import claim_price
 from control_plane.composer_state import (
     Actor,
@@ -100,13 +101,29 @@ _BOOSTS: Remembered[Boost] = Remembered()
 def _proposed(body: CategoryRule | FilterRule | ExcludeRule, field: str, policy: str) -> Constraint:
     """The constraint a rule proposes on its own: its values canonical, its policy alone
     (``made``: the rule was validated with its policy; remembered per rule body)."""
+    entry = None if composer_state.REFERENCE else _PROPOSED_BY_BODY.get(id(body))
+    if entry is not None and entry[0] is body and entry[1] == field and entry[2] == policy:
+        return entry[3]
     found = _PROPOSED.get(body, field, policy)
-    if found is not None:
-        return found
-    match = "terms" if isinstance(body, CategoryRule) else body.match or "terms"
-    values = canonical(body.values)
-    constraint = made(Constraint, {"field": field, "values": values, "policies": (policy,), "match": match})
-    return _PROPOSED.put(body, constraint, field, policy)
+    if found is None:
+        match = "terms" if isinstance(body, CategoryRule) else body.match or "terms"
+        values = canonical(body.values)
+        found = made(Constraint, {"field": field, "values": values, "policies": (policy,), "match": match})
+        _PROPOSED.put(body, found, field, policy)
+    if not composer_state.REFERENCE:
+        if len(_PROPOSED_BY_BODY) >= _BY_BODY_LIMIT:
+            _PROPOSED_BY_BODY.clear()
+        _PROPOSED_BY_BODY[id(body)] = (body, field, policy, found)
+    return found
+
+
+#: id(rule body) -> (the body, field, policy id, the constraint it proposes): the last
+#: proposal of each body, found by one dict lookup (the entry holds the body, so its id is
+#: not reused while it is there); bounded like :class:`Remembered`
+_PROPOSED_BY_BODY: dict[int, tuple[object, str, str, Constraint]] = {}
+#: id(rule body) -> (the body, policy id, the boost it adds), likewise
+_BOOSTS_BY_BODY: dict[int, tuple[object, str, Boost]] = {}
+_BY_BODY_LIMIT = 65_536
 
 
 def _meet(
@@ -243,11 +260,20 @@ def _boost(state: State, actor: Actor, body: BoostRule | BuryRule) -> State:
             )
             state = state.record(key, "override", actor, [], reason)
         state = state.evolved(holds=with_actor(state.holds, key, actor))
-    boost = _BOOSTS.get(body, actor.id)
-    if boost is None:
-        fields = {"field": body.field, "values": canonical(body.values), "weight": body.weight}
-        boost = made(Boost, {**fields, "policy": actor.id})
-        _BOOSTS.put(body, boost, actor.id)
+    entry = None if composer_state.REFERENCE else _BOOSTS_BY_BODY.get(id(body))
+    if entry is not None and entry[0] is body and entry[1] == actor.id:
+        boost = entry[2]
+    else:
+        found = _BOOSTS.get(body, actor.id)
+        if found is None:
+            fields = {"field": body.field, "values": canonical(body.values), "weight": body.weight}
+            found = made(Boost, {**fields, "policy": actor.id})
+            _BOOSTS.put(body, found, actor.id)
+        boost = found
+        if not composer_state.REFERENCE:
+            if len(_BOOSTS_BY_BODY) >= _BY_BODY_LIMIT:
+                _BOOSTS_BY_BODY.clear()
+            _BOOSTS_BY_BODY[id(body)] = (body, actor.id, boost)
     return state.with_plan(boosts=(*state.plan.boosts, boost))
 
 
