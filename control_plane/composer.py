@@ -363,7 +363,11 @@ def compose(
                 {
                     "policy_id": policy.id,
                     "consumed": spans,
-                    "changes": _changes(before, state, dumped),
+                    "changes": (
+                        _changes(before, state, dumped)
+                        if composer_state.REFERENCE or cast(Draft, state).touched
+                        or state.prices is not before.prices else ()  # nothing changed: none
+                    ),
                     "explain": policy.explain,
                     "dropped": binding.dropped,
                 },
@@ -469,12 +473,25 @@ def _turns(policy_set: PolicySet, intent: str, matches: Sequence[Match]) -> list
     unordered = []
     for policy_id, (found, footprint, length) in by_id.items():
         policy = policies[policy_id]
-        unordered.append((_order_key(policy, length), policy, found, footprint, length))
-    unordered.sort(key=_first)  # the keys end with the policy id: never equal
-    return [
-        _turn(policy, rank, length, found, footprint)
-        for rank, (_, policy, found, footprint, length) in enumerate(unordered)
-    ]
+        head = _HEADS.get(id(policy))
+        if head is None or head[0] is not policy:
+            head = _head(policy)
+        unordered.append((head[1], head[2], -length, policy_id, policy, found, footprint, length))
+    unordered.sort()  # (the order key, section 2) the keys end with the policy id: never equal
+    return [_turn(entry[4], rank, entry[7], entry[5], entry[6]) for rank, entry in enumerate(unordered)]
+
+
+#: id(policy) -> (the policy, -priority, -specificity): the head of its order key, kept
+#: (the entry holds the policy, so its id is not reused while it is there); bounded
+_HEADS: dict[int, tuple[Policy, int, int]] = {}
+
+
+def _head(policy: Policy) -> tuple[Policy, int, int]:
+    head = (policy, -policy.priority, -SPECIFICITY[policy.trigger.kind])
+    if len(_HEADS) >= _PLAIN_LIMIT:
+        _HEADS.clear()
+    _HEADS[id(policy)] = head
+    return head
 
 
 def _intake(matches: Sequence[Match]) -> Iterable[tuple[Match | MatchGroup, Sequence[str]]]:
@@ -484,10 +501,6 @@ def _intake(matches: Sequence[Match]) -> Iterable[tuple[Match | MatchGroup, Sequ
     if isinstance(matches, Matches):
         return ((group, group.policy_ids) for group in matches.groups)
     return ((found, (found.policy_id,)) for found in matches)
-
-
-def _first(entry: tuple[Any, ...]) -> Any:
-    return entry[0]
 
 
 def _turn(
@@ -503,10 +516,6 @@ def _turn(
     turn = object.__new__(_Turn)
     turn.__dict__.update(actor=actor, match=found, footprint=footprint)
     return turn
-
-
-def _order_key(policy: Policy, length: int) -> tuple[int, int, int, str]:
-    return (-policy.priority, -SPECIFICITY[policy.trigger.kind], -length, policy.id)
 
 
 def _footprint(found: Match | MatchGroup) -> tuple[Span, ...]:
@@ -833,8 +842,11 @@ def _changes(before: State, after: State, dumped: _Dumped) -> tuple[Change, ...]
         old_value, new_value = old_fields[name], new_fields[name]
         if old_value is new_value:
             continue
-        old = dumped(old_value)
-        new = dumped.extended(old_value, new_value) if type(old_value) is tuple else dumped(new_value)
+        if type(old_value) is str and type(new_value) is str:  # the residual: itself
+            old, new = old_value, new_value
+        else:
+            old = dumped(old_value)
+            new = dumped.extended(old_value, new_value) if type(old_value) is tuple else dumped(new_value)
         if old != new:
             changes.append(made(Change, {"field": name, "before": old, "after": new}))
     for claim in after.prices[len(before.prices) :]:

@@ -144,8 +144,7 @@ def _meet(
     holder = state.holds.get(key)
     narrows = strategy in ("override", "intersect")
     if holder is not None and not (actor.consumes and narrows):
-        reason = f"{what} is held by the override of '{holder.id}' ({precedence(holder, actor)})"
-        return state.record(key, "override", holder, [actor], reason), current
+        return _held(state, key, holder, actor, what), current
     policies = current.policies + ((actor.id,) if actor.id not in current.policies else ())
     if strategy == "merge":
         merged = canonical((*current.values, *proposed.values))
@@ -178,6 +177,36 @@ def _meet(
         kept = f"{shown(current.values)} and {shown(proposed.values)} share {shown(common)}"
         state = state.record(key, "intersect", actor, [], kept)
     return state, replaced(current, {"values": common, "policies": policies})
+
+
+def _held(state: State, key: str, holder: Actor, actor: Actor, what: str) -> State:
+    """``actor``'s rule loses ``key`` to the override of ``holder``: the resolution, made
+    once per pair of policies, their match lengths and the field (all that its wording
+    reads) and shared by the compositions that record it (frozen)."""
+    if composer_state.REFERENCE:
+        reason = f"{what} is held by the override of '{holder.id}' ({precedence(holder, actor)})"
+        return state.record(key, "override", holder, [actor], reason)
+    winner, loser = holder.policy, actor.policy
+    pair = (id(winner), id(loser), holder.length, actor.length, key, what)
+    entry = _HELD.get(pair)
+    if entry is None or entry[0] is not winner or entry[1] is not loser:
+        reason = f"{what} is held by the override of '{holder.id}' ({precedence(holder, actor)})"
+        resolution = made(
+            Resolution,
+            {
+                "field": key, "strategy": "override", "winner": holder.id, "losers": (actor.id,),
+                "reason": reason,
+            },
+        )
+        if len(_HELD) >= _BY_BODY_LIMIT:
+            _HELD.clear()
+        entry = _HELD[pair] = (winner, loser, resolution)
+    return state.noted(entry[2])
+
+
+#: (id(holder's policy), id(loser's policy), their lengths, key, what) -> (the two
+#: policies, the resolution): the entry holds the policies, so their ids are not reused
+_HELD: dict[tuple[int, int, int, int, str, str], tuple[object, object, Resolution]] = {}
 
 
 def _category(state: State, actor: Actor, body: CategoryRule) -> State:
@@ -245,11 +274,7 @@ def _boost(state: State, actor: Actor, body: BoostRule | BuryRule) -> State:
     key = f"boosts.{body.field}"
     holder = state.holds.get(key)
     if holder is not None:
-        reason = (
-            f"scoring on '{body.field}' is held by the override of '{holder.id}'"
-            f" ({precedence(holder, actor)})"
-        )
-        return state.record(key, "override", holder, [actor], reason)
+        return _held(state, key, holder, actor, f"scoring on '{body.field}'")
     if body.strategy == "override":
         earlier = [b.policy for b in state.plan.boosts if b.field == body.field]
         if earlier:

@@ -165,6 +165,11 @@ class Draft(State):
         values["resolutions"] = (*values["resolutions"], resolution)
         return self
 
+    def noted(self, resolution: Resolution) -> State:
+        values = self.__dict__
+        values["resolutions"] = (*values["resolutions"], resolution)
+        return self
+
     def with_plan(self, **update: object) -> State:
         values = self.__dict__
         current = values["plan"].__dict__
