@@ -41,6 +41,7 @@ from control_plane.policy import (
     RuleBody,
     SponsoredRule,
     SynonymsRule,
+    Value,
 )
 
 # --- dispatch --------------------------------------------------------------------------
@@ -149,15 +150,10 @@ def _meet(
     if strategy == "merge":
         merged = canonical((*current.values, *proposed.values))
         return state, replaced(current, {"values": merged, "policies": policies})
-    wanted = {identity(v) for v in proposed.values}
-    common = tuple(v for v in current.values if identity(v) in wanted)
+    common = _common(current, proposed)
     if not common:
         winner = holder or state.setters[key]
-        reason = (
-            f"{shown(proposed.values)} has nothing in common with {shown(current.values)}"
-            f" ({precedence(winner, actor)})"
-        )
-        return state.record(key, strategy, winner, [actor], reason), current
+        return _disjoint(state, key, strategy, winner, actor, current, proposed), current
     narrowed = f"{shown(current.values)} narrowed to {shown(common)}"
     if holder is not None:
         reason = (
@@ -173,7 +169,7 @@ def _meet(
         )
         state = state.record(key, "override", actor, [], reason)
         state = state.evolved(holds=with_actor(state.holds, key, actor))
-    elif common != current.values or len(common) != len(wanted):
+    elif common != current.values or len(common) != len({identity(v) for v in proposed.values}):
         kept = f"{shown(current.values)} and {shown(proposed.values)} share {shown(common)}"
         state = state.record(key, "intersect", actor, [], kept)
     return state, replaced(current, {"values": common, "policies": policies})
@@ -207,6 +203,71 @@ def _held(state: State, key: str, holder: Actor, actor: Actor, what: str) -> Sta
 #: (id(holder's policy), id(loser's policy), their lengths, key, what) -> (the two
 #: policies, the resolution): the entry holds the policies, so their ids are not reused
 _HELD: dict[tuple[int, int, int, int, str, str], tuple[object, object, Resolution]] = {}
+
+
+def _common(current: Constraint, proposed: Constraint) -> tuple[Value, ...]:
+    """The values of ``current`` that ``proposed`` also has, in ``current``'s order;
+    remembered per pair of constraint objects (most are the rules' own, the same objects
+    from compose to compose; the entry holds both, so their ids are not reused)."""
+    if not composer_state.REFERENCE:
+        entry = _COMMON.get((id(current), id(proposed)))
+        if entry is not None and entry[0] is current and entry[1] is proposed:
+            return entry[2]
+    wanted = {identity(v) for v in proposed.values}
+    common = tuple(v for v in current.values if identity(v) in wanted)
+    if not composer_state.REFERENCE:
+        if len(_COMMON) >= _BY_BODY_LIMIT:
+            _COMMON.clear()
+        _COMMON[(id(current), id(proposed))] = (current, proposed, common)
+    return common
+
+
+_COMMON: dict[tuple[int, int], tuple[Constraint, Constraint, tuple[Value, ...]]] = {}
+
+
+def _disjoint(
+    state: State,
+    key: str,
+    strategy: str,
+    winner: Actor,
+    actor: Actor,
+    current: Constraint,
+    proposed: Constraint,
+) -> State:
+    """``proposed`` has nothing in common with ``current``: ``actor``'s rule loses to
+    ``winner``. The resolution is made once per pair of constraints, of policies and
+    their match lengths, key and strategy (all its wording reads), like :func:`_held`'s."""
+    if composer_state.REFERENCE:
+        reason = _disjoint_reason(winner, actor, current, proposed)
+        return state.record(key, strategy, winner, [actor], reason)
+    held = (current, proposed, winner.policy, actor.policy)
+    pair = (*map(id, held), winner.length, actor.length, key, strategy)
+    entry = _DISJOINT.get(pair)
+    if entry is None or any(a is not b for a, b in zip(entry[0], held, strict=True)):
+        reason = _disjoint_reason(winner, actor, current, proposed)
+        resolution = made(
+            Resolution,
+            {
+                "field": key, "strategy": strategy, "winner": winner.id, "losers": (actor.id,),
+                "reason": reason,
+            },
+        )
+        if len(_DISJOINT) >= _BY_BODY_LIMIT:
+            _DISJOINT.clear()
+        entry = _DISJOINT[pair] = (held, resolution)
+    return state.noted(entry[1])
+
+
+def _disjoint_reason(winner: Actor, actor: Actor, current: Constraint, proposed: Constraint) -> str:
+    return (
+        f"{shown(proposed.values)} has nothing in common with {shown(current.values)}"
+        f" ({precedence(winner, actor)})"
+    )
+
+
+#: (ids of the constraints and policies, lengths, key, strategy) -> (those objects, the
+#: resolution), bounded
+_DISJOINT: dict[tuple[object, ...], tuple[tuple[object, ...], Resolution]] = {}
 
 
 def _category(state: State, actor: Actor, body: CategoryRule) -> State:

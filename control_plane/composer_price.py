@@ -166,9 +166,14 @@ def finish_price(state: State, stats: Mapping[str, StatsLike]) -> State:
         return state  # no price rule applied: the bounds stay empty
     state = state.draft()  # one copy, then the resolutions are recorded in place
     claims: list[PriceClaim] = []
+    found: dict[tuple[object, ...], tuple[float, str]] = {}  # what _percentile reads of a claim
     for claim in state.prices:
         if claim.percentile is not None:
-            value, reason = _percentile(claim, state.plan.category, stats)
+            asked = (claim.percentile, claim.of, claim.side)
+            known = None if composer_state.REFERENCE else found.get(asked)
+            if known is None:
+                known = found[asked] = _percentile(claim, state.plan.category, stats)
+            value, reason = known
             state = state.record(f"price.{claim.side}", "relative", claim.actor, [], reason)
             claim = _claim(claim.side, claim.actor, claim.strategy, value, claim.percentile, claim.of)
         claims.append(claim)
