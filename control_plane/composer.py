@@ -313,12 +313,16 @@ def compose(
     skipped: list[Skipped] = []
     captures: list[CaptureMapping] = []
     applied_ids: list[str] = []
+    free = left.free
     for turn in turns:
         policy = turn.actor.policy
-        skip = _skip(policy, turn.footprint, consumed, left, context)
-        if skip is not None:
-            skipped.append(skip)
-            continue
+        if not (  # the usual turn, which ``_skip`` lets through: no cohorts, its spans free
+            policy.enabled and not policy.cohorts and (turn.actor.is_guard or all(map(free, turn.footprint)))
+        ):
+            skip = _skip(policy, turn.footprint, consumed, left, context)
+            if skip is not None:
+                skipped.append(skip)
+                continue
         found_captures = turn.match.captures
         plain = None if found_captures or composer_state.REFERENCE else _PLAIN.get(id(policy))
         if plain is not None and plain[0] is policy:  # the rules as written, remembered
@@ -377,18 +381,11 @@ def compose(
     matched = []
     for turn in turns:
         policy = turn.actor.policy
-        matched.append(
-            made(
-                MatchedPolicy,
-                {
-                    "policy_id": policy.id,
-                    "kind": policy.kind,
-                    "priority": policy.priority,
-                    "trigger": policy.trigger.kind,
-                    "spans": turn.footprint,
-                },
-            )
-        )
+        head = _HEADS.get(id(policy))
+        if head is None or head[0] is not policy:
+            head = _head(policy)
+        # head[3]: the record's policy_id, kind, priority and trigger
+        matched.append(made(MatchedPolicy, {**head[3], "spans": turn.footprint}))
     explanation = made(
         Explanation,
         {
@@ -452,8 +449,12 @@ def _turns(policy_set: PolicySet, intent: str, matches: Sequence[Match]) -> list
     for found, ids in _intake(matches):
         if not ids:
             continue
-        footprint = _footprint(found)  # once per group: its members share spans and captures
-        measured = (found, footprint, _covered(footprint))
+        spans = found.spans
+        if len(spans) == 1 and not found.captures:  # the usual match: one span is its footprint
+            measured = (found, spans, spans[0].end - spans[0].start)
+        else:  # once per group: its members share spans and captures
+            footprint = _footprint(found)
+            measured = (found, footprint, _covered(footprint))
         for policy_id in ids:
             if policy_id not in policies:
                 raise ValueError(
@@ -462,7 +463,7 @@ def _turns(policy_set: PolicySet, intent: str, matches: Sequence[Match]) -> list
             if policy_id in by_id:
                 raise ValueError(f"two matches for '{policy_id}': the matcher returns one per policy")
             by_id[policy_id] = measured
-        for span in (*found.spans, *(c.span for c in found.captures)) if found.captures else found.spans:
+        for span in (*spans, *(c.span for c in found.captures)) if found.captures else spans:
             if not 0 <= span.start < span.end <= size:
                 raise ValueError(
                     f"span [{span.start}, {span.end}) of '{ids[0]}' is empty or outside the intent"
@@ -481,13 +482,18 @@ def _turns(policy_set: PolicySet, intent: str, matches: Sequence[Match]) -> list
     return [_turn(entry[4], rank, entry[7], entry[5], entry[6]) for rank, entry in enumerate(unordered)]
 
 
-#: id(policy) -> (the policy, -priority, -specificity): the head of its order key, kept
-#: (the entry holds the policy, so its id is not reused while it is there); bounded
-_HEADS: dict[int, tuple[Policy, int, int]] = {}
+#: id(policy) -> (the policy, -priority, -specificity, its matched record but the spans):
+#: the head of its order key, kept (the entry holds the policy, so its id is not reused
+#: while it is there); bounded
+_HEADS: dict[int, tuple[Policy, int, int, dict[str, object]]] = {}
 
 
-def _head(policy: Policy) -> tuple[Policy, int, int]:
-    head = (policy, -policy.priority, -SPECIFICITY[policy.trigger.kind])
+def _head(policy: Policy) -> tuple[Policy, int, int, dict[str, object]]:
+    matched = {
+        "policy_id": policy.id, "kind": policy.kind, "priority": policy.priority,
+        "trigger": policy.trigger.kind,
+    }
+    head = (policy, -policy.priority, -SPECIFICITY[policy.trigger.kind], matched)
     if len(_HEADS) >= _PLAIN_LIMIT:
         _HEADS.clear()
     _HEADS[id(policy)] = head
