@@ -236,7 +236,7 @@ from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import is_
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from pydantic import BaseModel
 
@@ -285,8 +285,7 @@ class ComposeContext:
     """how the catalog's amounts are written (the profile's ``money``; None: built-in)"""
 
 
-@dataclass(frozen=True)
-class _Turn:
+class _Turn(NamedTuple):
     actor: Actor
     match: Match | MatchGroup
     """the policy's match, or its group's (the same spans and captures)"""
@@ -513,15 +512,13 @@ def _turn(
     policy: Policy, rank: int, length: int, found: Match | MatchGroup, footprint: tuple[Span, ...]
 ) -> _Turn:
     """``_Turn(Actor(policy, rank, length), found, footprint)``, without the frozen
-    dataclasses' ``__init__`` (one ``object.__setattr__`` per field, twice per match)."""
+    dataclass's ``__init__`` (one ``object.__setattr__`` per field) nor the named tuple's."""
     actor = object.__new__(Actor)
     actor.__dict__.update(
         policy=policy, rank=rank, length=length, id=policy.id, consumes=policy.trigger.consume,
         is_guard=policy.kind == "guard",
     )
-    turn = object.__new__(_Turn)
-    turn.__dict__.update(actor=actor, match=found, footprint=footprint)
-    return turn
+    return tuple.__new__(_Turn, (actor, found, footprint))
 
 
 def _footprint(found: Match | MatchGroup) -> tuple[Span, ...]:
