@@ -448,7 +448,8 @@ def _turns(policy_set: PolicySet, intent: str, matches: Sequence[Match]) -> list
     for found, ids in _intake(matches):
         if not ids:
             continue
-        spans = found.spans
+        spans: tuple[Span, ...] = found.spans
+        measured: tuple[Match | MatchGroup, tuple[Span, ...], int]
         if len(spans) == 1 and not found.captures:  # the usual match: one span is its footprint
             measured = (found, spans, spans[0].end - spans[0].start)
         else:  # once per group: its members share spans and captures

@@ -272,9 +272,10 @@ _DISJOINT: dict[tuple[object, ...], tuple[tuple[object, ...], Resolution]] = {}
 
 def _category(state: State, actor: Actor, body: CategoryRule) -> State:
     proposed = _proposed(body, state.category_field, actor.id)
-    state, category = _meet(
-        state, actor, "category", state.plan.category, proposed, body.strategy, "category"
-    )
+    current = state.plan.category
+    state, category = _meet(state, actor, "category", current, proposed, body.strategy, "category")
+    if category is current and not composer_state.REFERENCE:  # lost, or held: nothing to set
+        return state
     return state.with_plan(category=category)
 
 
