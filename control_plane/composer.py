@@ -406,7 +406,7 @@ def compose(
 #: turn instead of ``bind``'s remembered tables); the entry holds the policy, so its id is
 #: not reused while remembered; bounded like :class:`Remembered`
 _PLAIN: dict[int, tuple[Policy, Binding]] = {}
-_PLAIN_LIMIT = 65_536
+_PLAIN_LIMIT = 16_384  # as Remembered
 
 #: (policy, the set's vocabularies, the captured words, market, money) -> its binding
 _BINDINGS: Remembered[Binding] = Remembered()
@@ -791,7 +791,7 @@ class _Dumped:
 #: every dump in a composition, by the changes that show it (JSON data, never changed);
 #: the entry holds the object, so its id is not reused while it is there; bounded
 _KEPT_DUMPS: dict[int, tuple[object, Any]] = {}
-_KEPT_LIMIT = 65_536
+_KEPT_LIMIT = 16_384
 
 
 def _finite(values: Sequence[object]) -> bool:

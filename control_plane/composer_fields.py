@@ -124,7 +124,7 @@ def _proposed(body: CategoryRule | FilterRule | ExcludeRule, field: str, policy:
 _PROPOSED_BY_BODY: dict[int, tuple[object, str, str, Constraint]] = {}
 #: id(rule body) -> (the body, policy id, the boost it adds), likewise
 _BOOSTS_BY_BODY: dict[int, tuple[object, str, Boost]] = {}
-_BY_BODY_LIMIT = 65_536
+_BY_BODY_LIMIT = 16_384  # as Remembered
 
 
 def _meet(
