@@ -232,9 +232,11 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from operator import is_
+from typing import Any, NamedTuple, cast
 
 from pydantic import BaseModel
 
@@ -283,8 +285,7 @@ class ComposeContext:
     """how the catalog's amounts are written (the profile's ``money``; None: built-in)"""
 
 
-@dataclass(frozen=True)
-class _Turn:
+class _Turn(NamedTuple):
     actor: Actor
     match: Match | MatchGroup
     """the policy's match, or its group's (the same spans and captures)"""
@@ -311,13 +312,27 @@ def compose(
     skipped: list[Skipped] = []
     captures: list[CaptureMapping] = []
     applied_ids: list[str] = []
+    free = left.free
     for turn in turns:
         policy = turn.actor.policy
-        skip = _skip(policy, turn.footprint, consumed, left, context)
-        if skip is not None:
-            skipped.append(skip)
-            continue
-        binding = _bound(policy, turn.match.captures, vocabularies, context, index.rule_captures[policy.id])
+        if not (  # the usual turn, which ``_skip`` lets through: no cohorts, its spans free
+            policy.enabled and not policy.cohorts and (turn.actor.is_guard or all(map(free, turn.footprint)))
+        ):
+            skip = _skip(policy, turn.footprint, consumed, left, context)
+            if skip is not None:
+                skipped.append(skip)
+                continue
+        found_captures = turn.match.captures
+        plain = None if found_captures or composer_state.REFERENCE else _PLAIN.get(id(policy))
+        if plain is not None and plain[0] is policy:  # the rules as written, remembered
+            binding = plain[1]
+        else:
+            rule_captures = index.rule_captures[policy.id]
+            binding = _bound(policy, found_captures, vocabularies, context, rule_captures)
+            if not found_captures and not any(rule_captures) and not composer_state.REFERENCE:
+                if len(_PLAIN) >= _PLAIN_LIMIT:
+                    _PLAIN.clear()
+                _PLAIN[id(policy)] = (policy, binding)
         captures.extend(binding.mappings)
         if binding.problem is not None:
             problem = binding.problem
@@ -351,7 +366,11 @@ def compose(
                 {
                     "policy_id": policy.id,
                     "consumed": spans,
-                    "changes": _changes(before, state, dumped),
+                    "changes": (
+                        _changes(before, state, dumped)
+                        if composer_state.REFERENCE or cast(Draft, state).touched
+                        or state.prices is not before.prices else ()  # nothing changed: none
+                    ),
                     "explain": policy.explain,
                     "dropped": binding.dropped,
                 },
@@ -361,18 +380,11 @@ def compose(
     matched = []
     for turn in turns:
         policy = turn.actor.policy
-        matched.append(
-            made(
-                MatchedPolicy,
-                {
-                    "policy_id": policy.id,
-                    "kind": policy.kind,
-                    "priority": policy.priority,
-                    "trigger": policy.trigger.kind,
-                    "spans": turn.footprint,
-                },
-            )
-        )
+        head = _HEADS.get(id(policy))
+        if head is None or head[0] is not policy:
+            head = _head(policy)
+        # head[3]: the record's policy_id, kind, priority and trigger
+        matched.append(made(MatchedPolicy, {**head[3], "spans": turn.footprint}))
     explanation = made(
         Explanation,
         {
@@ -388,6 +400,13 @@ def compose(
     )
     return made(Composition, {"plan": state.plan, "explanation": explanation})
 
+
+#: id(policy) -> (the policy, its binding) for a policy whose rules capture nothing and a
+#: match without captures: its rules as written, whatever the request (one dict lookup per
+#: turn instead of ``bind``'s remembered tables); the entry holds the policy, so its id is
+#: not reused while remembered; bounded like :class:`Remembered`
+_PLAIN: dict[int, tuple[Policy, Binding]] = {}
+_PLAIN_LIMIT = 16_384  # as Remembered
 
 #: (policy, the set's vocabularies, the captured words, market, money) -> its binding
 _BINDINGS: Remembered[Binding] = Remembered()
@@ -429,8 +448,13 @@ def _turns(policy_set: PolicySet, intent: str, matches: Sequence[Match]) -> list
     for found, ids in _intake(matches):
         if not ids:
             continue
-        footprint = _footprint(found)  # once per group: its members share spans and captures
-        measured = (found, footprint, _covered(footprint))
+        spans: tuple[Span, ...] = found.spans
+        measured: tuple[Match | MatchGroup, tuple[Span, ...], int]
+        if len(spans) == 1 and not found.captures:  # the usual match: one span is its footprint
+            measured = (found, spans, spans[0].end - spans[0].start)
+        else:  # once per group: its members share spans and captures
+            footprint = _footprint(found)
+            measured = (found, footprint, _covered(footprint))
         for policy_id in ids:
             if policy_id not in policies:
                 raise ValueError(
@@ -439,7 +463,7 @@ def _turns(policy_set: PolicySet, intent: str, matches: Sequence[Match]) -> list
             if policy_id in by_id:
                 raise ValueError(f"two matches for '{policy_id}': the matcher returns one per policy")
             by_id[policy_id] = measured
-        for span in (*found.spans, *(c.span for c in found.captures)) if found.captures else found.spans:
+        for span in (*spans, *(c.span for c in found.captures)) if found.captures else spans:
             if not 0 <= span.start < span.end <= size:
                 raise ValueError(
                     f"span [{span.start}, {span.end}) of '{ids[0]}' is empty or outside the intent"
@@ -450,12 +474,30 @@ def _turns(policy_set: PolicySet, intent: str, matches: Sequence[Match]) -> list
     unordered = []
     for policy_id, (found, footprint, length) in by_id.items():
         policy = policies[policy_id]
-        unordered.append((_order_key(policy, length), policy, found, footprint, length))
-    unordered.sort(key=_first)  # the keys end with the policy id: never equal
-    return [
-        _turn(policy, rank, length, found, footprint)
-        for rank, (_, policy, found, footprint, length) in enumerate(unordered)
-    ]
+        head = _HEADS.get(id(policy))
+        if head is None or head[0] is not policy:
+            head = _head(policy)
+        unordered.append((head[1], head[2], -length, policy_id, policy, found, footprint, length))
+    unordered.sort()  # (the order key, section 2) the keys end with the policy id: never equal
+    return [_turn(entry[4], rank, entry[7], entry[5], entry[6]) for rank, entry in enumerate(unordered)]
+
+
+#: id(policy) -> (the policy, -priority, -specificity, its matched record but the spans):
+#: the head of its order key, kept (the entry holds the policy, so its id is not reused
+#: while it is there); bounded
+_HEADS: dict[int, tuple[Policy, int, int, dict[str, object]]] = {}
+
+
+def _head(policy: Policy) -> tuple[Policy, int, int, dict[str, object]]:
+    matched = {
+        "policy_id": policy.id, "kind": policy.kind, "priority": policy.priority,
+        "trigger": policy.trigger.kind,
+    }
+    head = (policy, -policy.priority, -SPECIFICITY[policy.trigger.kind], matched)
+    if len(_HEADS) >= _PLAIN_LIMIT:
+        _HEADS.clear()
+    _HEADS[id(policy)] = head
+    return head
 
 
 def _intake(matches: Sequence[Match]) -> Iterable[tuple[Match | MatchGroup, Sequence[str]]]:
@@ -467,24 +509,17 @@ def _intake(matches: Sequence[Match]) -> Iterable[tuple[Match | MatchGroup, Sequ
     return ((found, (found.policy_id,)) for found in matches)
 
 
-def _first(entry: tuple[Any, ...]) -> Any:
-    return entry[0]
-
-
 def _turn(
     policy: Policy, rank: int, length: int, found: Match | MatchGroup, footprint: tuple[Span, ...]
 ) -> _Turn:
     """``_Turn(Actor(policy, rank, length), found, footprint)``, without the frozen
-    dataclasses' ``__init__`` (one ``object.__setattr__`` per field, twice per match)."""
+    dataclass's ``__init__`` (one ``object.__setattr__`` per field) nor the named tuple's."""
     actor = object.__new__(Actor)
-    actor.__dict__.update(policy=policy, rank=rank, length=length)
-    turn = object.__new__(_Turn)
-    turn.__dict__.update(actor=actor, match=found, footprint=footprint)
-    return turn
-
-
-def _order_key(policy: Policy, length: int) -> tuple[int, int, int, str]:
-    return (-policy.priority, -SPECIFICITY[policy.trigger.kind], -length, policy.id)
+    actor.__dict__.update(
+        policy=policy, rank=rank, length=length, id=policy.id, consumes=policy.trigger.consume,
+        is_guard=policy.kind == "guard",
+    )
+    return tuple.__new__(_Turn, (actor, found, footprint))
 
 
 def _footprint(found: Match | MatchGroup) -> tuple[Span, ...]:
@@ -618,15 +653,7 @@ class _Residual:
 
     def _first(self, start: int) -> int:
         """The index of the first run that ends after ``start``."""
-        ends = self._ends
-        low, high = 0, len(ends)
-        while low < high:
-            middle = (low + high) // 2
-            if ends[middle] <= start:
-                low = middle + 1
-            else:
-                high = middle
-        return low
+        return bisect_right(self._ends, start)
 
     def _cut(self, start: int, end: int) -> None:
         self._taken[start:end] = b"\x01" * (end - start)
@@ -728,10 +755,17 @@ class _Dumped:
         if entry is None:
             if isinstance(value, tuple):  # a step's "after" is often the next one's "before"
                 entry = (value, [self(item) for item in value])
+            elif composer_state.REFERENCE:
+                entry = (value, cast(BaseModel, value).model_dump(mode="json"))
+            elif kind is Boost or kind is Constraint:  # the rules' own, remembered across composes
+                entry = _KEPT_DUMPS.get(id(value))
+                if entry is None or entry[0] is not value:
+                    entry = (value, _dump(cast(BaseModel, value), self))
+                    if len(_KEPT_DUMPS) >= _KEPT_LIMIT:
+                        _KEPT_DUMPS.clear()
+                    _KEPT_DUMPS[id(value)] = entry
             else:
-                model = cast(BaseModel, value)  # a value model (checked above)
-                data = model.model_dump(mode="json") if composer_state.REFERENCE else _dump(model, self)
-                entry = (value, data)
+                entry = (value, _dump(cast(BaseModel, value), self))  # a value model (checked above)
             self._seen[id(value)] = entry
         return entry[1]
 
@@ -742,11 +776,22 @@ class _Dumped:
             return self(new)
         if id(new) in self._seen:
             return self(new)
-        if list(map(id, old)) != list(map(id, new[: len(old)])):  # not the same items
+        if not all(map(is_, old, new)):  # not the same items
             return self(new)
-        data = [*self._seen[id(old)][1], *(self(item) for item in new[len(old) :])]
+        if len(new) == len(old) + 1:  # the usual step: one boost, one pin
+            data = [*self._seen[id(old)][1], self(new[-1])]
+        else:
+            data = [*self._seen[id(old)][1], *[self(item) for item in new[len(old) :]]]
         self._seen[id(new)] = (new, data)
         return data
+
+
+#: id(boost or constraint) -> (it, its dump): what a rule proposes is the same object from
+#: compose to compose (``composer_fields``), so its dump is made once and shared, like
+#: every dump in a composition, by the changes that show it (JSON data, never changed);
+#: the entry holds the object, so its id is not reused while it is there; bounded
+_KEPT_DUMPS: dict[int, tuple[object, Any]] = {}
+_KEPT_LIMIT = 16_384
 
 
 def _finite(values: Sequence[object]) -> bool:
@@ -801,8 +846,11 @@ def _changes(before: State, after: State, dumped: _Dumped) -> tuple[Change, ...]
         old_value, new_value = old_fields[name], new_fields[name]
         if old_value is new_value:
             continue
-        old = dumped(old_value)
-        new = dumped.extended(old_value, new_value) if type(old_value) is tuple else dumped(new_value)
+        if type(old_value) is str and type(new_value) is str:  # the residual: itself
+            old, new = old_value, new_value
+        else:
+            old = dumped(old_value)
+            new = dumped.extended(old_value, new_value) if type(old_value) is tuple else dumped(new_value)
         if old != new:
             changes.append(made(Change, {"field": name, "before": old, "after": new}))
     for claim in after.prices[len(before.prices) :]:

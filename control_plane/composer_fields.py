@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, assert_never
 
+import control_plane.composer_state as composer_state
 from control_plane.composer_price import claim_price
 from control_plane.composer_state import (
     Actor,
@@ -40,6 +41,7 @@ from control_plane.policy import (
     RuleBody,
     SponsoredRule,
     SynonymsRule,
+    Value,
 )
 
 # --- dispatch --------------------------------------------------------------------------
@@ -100,13 +102,29 @@ _BOOSTS: Remembered[Boost] = Remembered()
 def _proposed(body: CategoryRule | FilterRule | ExcludeRule, field: str, policy: str) -> Constraint:
     """The constraint a rule proposes on its own: its values canonical, its policy alone
     (``made``: the rule was validated with its policy; remembered per rule body)."""
+    entry = None if composer_state.REFERENCE else _PROPOSED_BY_BODY.get(id(body))
+    if entry is not None and entry[0] is body and entry[1] == field and entry[2] == policy:
+        return entry[3]
     found = _PROPOSED.get(body, field, policy)
-    if found is not None:
-        return found
-    match = "terms" if isinstance(body, CategoryRule) else body.match or "terms"
-    values = canonical(body.values)
-    constraint = made(Constraint, {"field": field, "values": values, "policies": (policy,), "match": match})
-    return _PROPOSED.put(body, constraint, field, policy)
+    if found is None:
+        match = "terms" if isinstance(body, CategoryRule) else body.match or "terms"
+        values = canonical(body.values)
+        found = made(Constraint, {"field": field, "values": values, "policies": (policy,), "match": match})
+        _PROPOSED.put(body, found, field, policy)
+    if not composer_state.REFERENCE:
+        if len(_PROPOSED_BY_BODY) >= _BY_BODY_LIMIT:
+            _PROPOSED_BY_BODY.clear()
+        _PROPOSED_BY_BODY[id(body)] = (body, field, policy, found)
+    return found
+
+
+#: id(rule body) -> (the body, field, policy id, the constraint it proposes): the last
+#: proposal of each body, found by one dict lookup (the entry holds the body, so its id is
+#: not reused while it is there); bounded like :class:`Remembered`
+_PROPOSED_BY_BODY: dict[int, tuple[object, str, str, Constraint]] = {}
+#: id(rule body) -> (the body, policy id, the boost it adds), likewise
+_BOOSTS_BY_BODY: dict[int, tuple[object, str, Boost]] = {}
+_BY_BODY_LIMIT = 16_384  # as Remembered
 
 
 def _meet(
@@ -127,21 +145,15 @@ def _meet(
     holder = state.holds.get(key)
     narrows = strategy in ("override", "intersect")
     if holder is not None and not (actor.consumes and narrows):
-        reason = f"{what} is held by the override of '{holder.id}' ({precedence(holder, actor)})"
-        return state.record(key, "override", holder, [actor], reason), current
+        return _held(state, key, holder, actor, what), current
     policies = current.policies + ((actor.id,) if actor.id not in current.policies else ())
     if strategy == "merge":
         merged = canonical((*current.values, *proposed.values))
         return state, replaced(current, {"values": merged, "policies": policies})
-    wanted = {identity(v) for v in proposed.values}
-    common = tuple(v for v in current.values if identity(v) in wanted)
+    common = _common(current, proposed)
     if not common:
         winner = holder or state.setters[key]
-        reason = (
-            f"{shown(proposed.values)} has nothing in common with {shown(current.values)}"
-            f" ({precedence(winner, actor)})"
-        )
-        return state.record(key, strategy, winner, [actor], reason), current
+        return _disjoint(state, key, strategy, winner, actor, current, proposed), current
     narrowed = f"{shown(current.values)} narrowed to {shown(common)}"
     if holder is not None:
         reason = (
@@ -157,17 +169,113 @@ def _meet(
         )
         state = state.record(key, "override", actor, [], reason)
         state = state.evolved(holds=with_actor(state.holds, key, actor))
-    elif common != current.values or len(common) != len(wanted):
+    elif common != current.values or len(common) != len({identity(v) for v in proposed.values}):
         kept = f"{shown(current.values)} and {shown(proposed.values)} share {shown(common)}"
         state = state.record(key, "intersect", actor, [], kept)
     return state, replaced(current, {"values": common, "policies": policies})
 
 
+def _held(state: State, key: str, holder: Actor, actor: Actor, what: str) -> State:
+    """``actor``'s rule loses ``key`` to the override of ``holder``: the resolution, made
+    once per pair of policies, their match lengths and the field (all that its wording
+    reads) and shared by the compositions that record it (frozen)."""
+    if composer_state.REFERENCE:
+        reason = f"{what} is held by the override of '{holder.id}' ({precedence(holder, actor)})"
+        return state.record(key, "override", holder, [actor], reason)
+    winner, loser = holder.policy, actor.policy
+    pair = (id(winner), id(loser), holder.length, actor.length, key, what)
+    entry = _HELD.get(pair)
+    if entry is None or entry[0] is not winner or entry[1] is not loser:
+        reason = f"{what} is held by the override of '{holder.id}' ({precedence(holder, actor)})"
+        resolution = made(
+            Resolution,
+            {
+                "field": key, "strategy": "override", "winner": holder.id, "losers": (actor.id,),
+                "reason": reason,
+            },
+        )
+        if len(_HELD) >= _BY_BODY_LIMIT:
+            _HELD.clear()
+        entry = _HELD[pair] = (winner, loser, resolution)
+    return state.noted(entry[2])
+
+
+#: (id(holder's policy), id(loser's policy), their lengths, key, what) -> (the two
+#: policies, the resolution): the entry holds the policies, so their ids are not reused
+_HELD: dict[tuple[int, int, int, int, str, str], tuple[object, object, Resolution]] = {}
+
+
+def _common(current: Constraint, proposed: Constraint) -> tuple[Value, ...]:
+    """The values of ``current`` that ``proposed`` also has, in ``current``'s order;
+    remembered per pair of constraint objects (most are the rules' own, the same objects
+    from compose to compose; the entry holds both, so their ids are not reused)."""
+    if not composer_state.REFERENCE:
+        entry = _COMMON.get((id(current), id(proposed)))
+        if entry is not None and entry[0] is current and entry[1] is proposed:
+            return entry[2]
+    wanted = {identity(v) for v in proposed.values}
+    common = tuple(v for v in current.values if identity(v) in wanted)
+    if not composer_state.REFERENCE:
+        if len(_COMMON) >= _BY_BODY_LIMIT:
+            _COMMON.clear()
+        _COMMON[(id(current), id(proposed))] = (current, proposed, common)
+    return common
+
+
+_COMMON: dict[tuple[int, int], tuple[Constraint, Constraint, tuple[Value, ...]]] = {}
+
+
+def _disjoint(
+    state: State,
+    key: str,
+    strategy: str,
+    winner: Actor,
+    actor: Actor,
+    current: Constraint,
+    proposed: Constraint,
+) -> State:
+    """``proposed`` has nothing in common with ``current``: ``actor``'s rule loses to
+    ``winner``. The resolution is made once per pair of constraints, of policies and
+    their match lengths, key and strategy (all its wording reads), like :func:`_held`'s."""
+    if composer_state.REFERENCE:
+        reason = _disjoint_reason(winner, actor, current, proposed)
+        return state.record(key, strategy, winner, [actor], reason)
+    held = (current, proposed, winner.policy, actor.policy)
+    pair = (*map(id, held), winner.length, actor.length, key, strategy)
+    entry = _DISJOINT.get(pair)
+    if entry is None or any(a is not b for a, b in zip(entry[0], held, strict=True)):
+        reason = _disjoint_reason(winner, actor, current, proposed)
+        resolution = made(
+            Resolution,
+            {
+                "field": key, "strategy": strategy, "winner": winner.id, "losers": (actor.id,),
+                "reason": reason,
+            },
+        )
+        if len(_DISJOINT) >= _BY_BODY_LIMIT:
+            _DISJOINT.clear()
+        entry = _DISJOINT[pair] = (held, resolution)
+    return state.noted(entry[1])
+
+
+def _disjoint_reason(winner: Actor, actor: Actor, current: Constraint, proposed: Constraint) -> str:
+    return (
+        f"{shown(proposed.values)} has nothing in common with {shown(current.values)}"
+        f" ({precedence(winner, actor)})"
+    )
+
+
+#: (ids of the constraints and policies, lengths, key, strategy) -> (those objects, the
+#: resolution), bounded
+_DISJOINT: dict[tuple[object, ...], tuple[tuple[object, ...], Resolution]] = {}
+
+
 def _category(state: State, actor: Actor, body: CategoryRule) -> State:
     proposed = _proposed(body, state.category_field, actor.id)
-    state, category = _meet(
-        state, actor, "category", state.plan.category, proposed, body.strategy, "category"
-    )
+    current = state.plan.category
+    state, category = _meet(state, actor, "category", current, proposed, body.strategy, "category")
+    if category is current and not composer_state.REFERENCE:  # lost, or held: nothing to set
+        return state
     return state.with_plan(category=category)
 
 
@@ -228,11 +336,7 @@ def _boost(state: State, actor: Actor, body: BoostRule | BuryRule) -> State:
     key = f"boosts.{body.field}"
     holder = state.holds.get(key)
     if holder is not None:
-        reason = (
-            f"scoring on '{body.field}' is held by the override of '{holder.id}'"
-            f" ({precedence(holder, actor)})"
-        )
-        return state.record(key, "override", holder, [actor], reason)
+        return _held(state, key, holder, actor, f"scoring on '{body.field}'")
     if body.strategy == "override":
         earlier = [b.policy for b in state.plan.boosts if b.field == body.field]
         if earlier:
@@ -243,11 +347,20 @@ def _boost(state: State, actor: Actor, body: BoostRule | BuryRule) -> State:
             )
             state = state.record(key, "override", actor, [], reason)
         state = state.evolved(holds=with_actor(state.holds, key, actor))
-    boost = _BOOSTS.get(body, actor.id)
-    if boost is None:
-        fields = {"field": body.field, "values": canonical(body.values), "weight": body.weight}
-        boost = made(Boost, {**fields, "policy": actor.id})
-        _BOOSTS.put(body, boost, actor.id)
+    entry = None if composer_state.REFERENCE else _BOOSTS_BY_BODY.get(id(body))
+    if entry is not None and entry[0] is body and entry[1] == actor.id:
+        boost = entry[2]
+    else:
+        found = _BOOSTS.get(body, actor.id)
+        if found is None:
+            fields = {"field": body.field, "values": canonical(body.values), "weight": body.weight}
+            found = made(Boost, {**fields, "policy": actor.id})
+            _BOOSTS.put(body, found, actor.id)
+        boost = found
+        if not composer_state.REFERENCE:
+            if len(_BOOSTS_BY_BODY) >= _BY_BODY_LIMIT:
+                _BOOSTS_BY_BODY.clear()
+            _BOOSTS_BY_BODY[id(body)] = (body, actor.id, boost)
     return state.with_plan(boosts=(*state.plan.boosts, boost))
 
 

@@ -106,6 +106,10 @@ def _bound(side: Side, claims: Sequence[PriceClaim], current: Bound | None = Non
     return made(Bound, {"value": best.value, "policy": best.actor.id, "relative": best.percentile})
 
 
+def _rank(claim: PriceClaim) -> int:
+    return claim.actor.rank
+
+
 def _tighter(side: Side, a: float, b: float) -> bool:
     return a > b if side == "min" else a < b
 
@@ -115,7 +119,7 @@ def _fold(state: State, side: Side, claims: Sequence[PriceClaim]) -> tuple[State
     key = f"price.{side}"
     best: PriceClaim | None = None
     holder: Actor | None = None
-    for claim in sorted((c for c in claims if c.side == side), key=lambda c: c.actor.rank):
+    for claim in sorted([c for c in claims if c.side == side], key=_rank):
         assert claim.value is not None
         if best is None or best.value is None:
             best = claim
@@ -151,7 +155,9 @@ def _fold(state: State, side: Side, claims: Sequence[PriceClaim]) -> tuple[State
             holder = claim.actor
     if best is None or best.value is None:
         return state, None
-    return state, Bound(value=best.value, policy=best.actor.id, relative=best.percentile)
+    if composer_state.REFERENCE:
+        return state, Bound(value=best.value, policy=best.actor.id, relative=best.percentile)
+    return state, made(Bound, {"value": best.value, "policy": best.actor.id, "relative": best.percentile})
 
 
 def finish_price(state: State, stats: Mapping[str, StatsLike]) -> State:
@@ -160,9 +166,14 @@ def finish_price(state: State, stats: Mapping[str, StatsLike]) -> State:
         return state  # no price rule applied: the bounds stay empty
     state = state.draft()  # one copy, then the resolutions are recorded in place
     claims: list[PriceClaim] = []
+    found: dict[tuple[object, ...], tuple[float, str]] = {}  # what _percentile reads of a claim
     for claim in state.prices:
         if claim.percentile is not None:
-            value, reason = _percentile(claim, state.plan.category, stats)
+            asked = (claim.percentile, claim.of, claim.side)
+            known = None if composer_state.REFERENCE else found.get(asked)
+            if known is None:
+                known = found[asked] = _percentile(claim, state.plan.category, stats)
+            value, reason = known
             state = state.record(f"price.{claim.side}", "relative", claim.actor, [], reason)
             claim = _claim(claim.side, claim.actor, claim.strategy, value, claim.percentile, claim.of)
         claims.append(claim)
@@ -176,7 +187,9 @@ def finish_price(state: State, stats: Mapping[str, StatsLike]) -> State:
             low = None
         else:
             high = None
-    return state.with_plan(price=PriceBounds(min=low, max=high))
+    if composer_state.REFERENCE:
+        return state.with_plan(price=PriceBounds(min=low, max=high))
+    return state.with_plan(price=made(PriceBounds, {"min": low, "max": high}))
 
 
 def _percentile(

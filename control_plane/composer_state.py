@@ -37,18 +37,16 @@ class Actor:
     """position in the application order (0 applies first)"""
     length: int
     """intent characters its spans cover"""
+    id: str = field(init=False)
+    """the policy's id (read by every strategy: kept, not looked up through the policy)"""
+    consumes: bool = field(init=False)
+    """the policy's trigger consumes its words"""
+    is_guard: bool = field(init=False)
 
-    @property
-    def id(self) -> str:
-        return self.policy.id
-
-    @property
-    def consumes(self) -> bool:
-        return self.policy.trigger.consume
-
-    @property
-    def is_guard(self) -> bool:
-        return self.policy.kind == "guard"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "id", self.policy.id)
+        object.__setattr__(self, "consumes", self.policy.trigger.consume)
+        object.__setattr__(self, "is_guard", self.policy.kind == "guard")
 
 
 @dataclass(frozen=True)
@@ -163,6 +161,11 @@ class Draft(State):
                 "reason": reason,
             },
         )
+        values = self.__dict__
+        values["resolutions"] = (*values["resolutions"], resolution)
+        return self
+
+    def noted(self, resolution: Resolution) -> State:
         values = self.__dict__
         values["resolutions"] = (*values["resolutions"], resolution)
         return self

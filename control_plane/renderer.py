@@ -95,7 +95,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, get_args
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, pass_context
 
-from control_plane.plan import Constraint, Plan
+from control_plane.plan import Boost, Constraint, Plan
 from control_plane.policy import Value
 
 if TYPE_CHECKING:
@@ -597,16 +597,7 @@ def _constraints(
 
 
 def _governance_score(query: dict[str, Any], plan: Plan, names: _Names) -> dict[str, Any]:
-    functions = [
-        _clause(
-            "boost_function.json.j2",
-            field=boost.field,
-            values=list(boost.values),
-            weight=_finite("a boost weight", boost.weight, positive=True),
-            name=names("boost" if boost.weight >= 1 else "bury", boost.policy),
-        )
-        for boost in plan.boosts
-    ]
+    functions = [_boost_function(boost, names) for boost in plan.boosts]
     hidden = set(plan.hides)
     for sponsored in plan.sponsored:
         ids = [i for i in dict.fromkeys(sponsored.ids) if i not in hidden]
@@ -622,6 +613,43 @@ def _governance_score(query: dict[str, Any], plan: Plan, names: _Names) -> dict[
     if not functions:
         return query
     return _clause("governance_score.json.j2", query=query, functions=functions)
+
+
+def _boost_function(boost: Boost, names: _Names) -> dict[str, Any]:
+    """``boost_function.json.j2`` for ``boost``: what :func:`_clause` gives, its fragment
+    key's typed values but the name kept per boost object (a policy's boost is the same
+    object from plan to plan: ``composer_fields``)."""
+    template = "boost_function.json.j2"
+    entry = _BOOST_PARTS.get(id(boost))
+    if entry is None or entry[0] is not boost:
+        weight = _finite("a boost weight", boost.weight, positive=True)
+        values = {"field": boost.field, "values": list(boost.values), "weight": weight}
+        try:
+            parts: tuple[Any, ...] | None = tuple((key, _typed(value)) for key, value in values.items())
+        except TypeError:
+            parts = None
+        if len(_BOOST_PARTS) >= 8192:  # bounded, as the fragments are
+            _BOOST_PARTS.clear()
+        entry = _BOOST_PARTS[id(boost)] = (boost, parts)
+    name = names("boost" if boost.weight >= 1 else "bury", boost.policy)
+    parts = entry[1]
+    if parts is not None and _FRAGMENT_CACHE:
+        found = _FRAGMENTS.get((template, False, (*parts, ("name", _scalar(name)))))
+        if found is not None:
+            filled: dict[str, Any] = _fill(found[0], found[1], True)
+            return filled
+    return _clause(
+        template,
+        field=boost.field,
+        values=list(boost.values),
+        weight=_finite("a boost weight", boost.weight, positive=True),
+        name=name,
+    )
+
+
+#: id(boost) -> (the boost, its fragment key's typed field, values and weight, or None:
+#: not a fragment); the entry holds the boost, so its id is not reused while it is there
+_BOOST_PARTS: dict[int, tuple[Boost, tuple[Any, ...] | None]] = {}
 
 
 # --- layers 3 and 4: economics and personalization ------------------------------------

@@ -113,7 +113,8 @@ def test_invariants_of_every_composition(
 # --- purity --------------------------------------------------------------------------------
 
 ALLOWED = {
-    "__future__", "typing", "dataclasses", "re", "unicodedata", "math", "collections.abc",
+    "__future__", "typing", "dataclasses", "re", "unicodedata", "math", "collections.abc", "operator",
+    "bisect",
     "decimal", "pydantic", "control_plane.policy", "control_plane.plan",
     "control_plane.composer", "control_plane.composer_captures", "control_plane.composer_fields",
     "control_plane.composer_price", "control_plane.composer_state", "control_plane.money",
