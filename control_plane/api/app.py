@@ -16,6 +16,7 @@ from control_plane.api.auth import require_internals, require_preview, search_gu
 from control_plane.api.limits import BodyLimit, RequestDeadline
 from control_plane.api.models import CompileResponse, Health, HitOut, SearchBody, SearchResponse
 from control_plane.api.policies import router as policies_router
+from control_plane.api.search_route import SearchRoute
 from control_plane.api.serving import size_thread_pool
 from control_plane.engine.aio import AsyncEngine
 from control_plane.lifecycle.keys import KeyStore
@@ -125,7 +126,6 @@ def create_app(service: SearchService, *, clock: Clock) -> FastAPI:
     app.add_middleware(RequestDeadline, seconds=service.settings.request_deadline_s())
     app.add_middleware(BodyLimit, limit=service.settings.api.max_body_bytes)
 
-    @app.post("/v1/search", response_model=SearchResponse, tags=["search"], dependencies=search_key)
     async def search(body: SearchBody, request: Request) -> Response:
         served_catalog(service, body)
         if body.now is not None:
@@ -138,6 +138,12 @@ def create_app(service: SearchService, *, clock: Clock) -> FastAPI:
         # serialised by pydantic in one pass (FastAPI would validate the model again, dump it
         # to Python data and encode that with the json module); the schema stays SearchResponse
         return Response(answer.model_dump_json(), media_type="application/json")
+
+    # a well-formed request goes straight to the handler, any other through FastAPI's (ADR 0033)
+    app.router.add_api_route(
+        "/v1/search", search, methods=["POST"], response_model=SearchResponse, tags=["search"],
+        dependencies=search_key, route_class_override=SearchRoute,
+    )
 
     @app.post("/v1/compile", response_model=CompileResponse, tags=["search"], dependencies=search_key)
     async def compile_(body: SearchBody, request: Request) -> CompileResponse:
