@@ -14,7 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from control_plane.api import document, errors, readiness
 from control_plane.api.auth import require_internals, require_preview, search_guard
 from control_plane.api.limits import BodyLimit, RequestDeadline
-from control_plane.api.models import CompileResponse, Health, HitOut, SearchBody, SearchResponse
+from control_plane.api.models import CompileResponse, Health, SearchBody, SearchResponse
 from control_plane.api.policies import router as policies_router
 from control_plane.api.search_route import SearchRoute
 from control_plane.api.serving import size_thread_pool
@@ -37,33 +37,39 @@ def explanation_of(outcome_or_compiled: Any, tier: str | None, dsl: Any) -> dict
 def search_response(
     rid: str, request: SearchRequest, outcome: Outcome, profile: Any
 ) -> SearchResponse:
+    """The answer to ``request``, validated as one :class:`SearchResponse` (one call into
+    pydantic-core for the whole answer and its hits, not one per hit: the same model and
+    values as building each ``HitOut`` first)."""
     execution = outcome.execution
+    title, brand, price, display = profile.title, profile.brand, profile.price, profile.display
     hits = [
-        HitOut(
-            id=hit.id,
-            title=hit.source.get(profile.title),
-            brand=hit.source.get(profile.brand),
-            price=hit.source.get(profile.price),
-            score=hit.score,
-            sponsored=bool(hit.sponsored_by),
-            policies=list(hit.policies),
-            display={name: hit.source[name] for name in profile.display if name in hit.source},
-        )
+        {
+            "id": hit.id,
+            "title": hit.source.get(title),
+            "brand": hit.source.get(brand),
+            "price": hit.source.get(price),
+            "score": hit.score,
+            "sponsored": bool(hit.sponsored_by),
+            "policies": list(hit.policies),
+            "display": {name: hit.source[name] for name in display if name in hit.source},
+        }
         for hit in execution.hits
     ]
-    return SearchResponse(
-        request_id=rid,
-        policy_set_version=outcome.compiled.policy_set_version,
-        now=outcome.now,
-        status=execution.status,
-        tier=execution.tier,
-        total=execution.total,
-        hits=hits,
-        facets=dict(execution.facets),
-        reason=execution.reason,
-        explanation=explanation_of(outcome, execution.tier, execution.dsl)
-        if request.explain
-        else None,
+    return SearchResponse.model_validate(
+        {
+            "request_id": rid,
+            "policy_set_version": outcome.compiled.policy_set_version,
+            "now": outcome.now,
+            "status": execution.status,
+            "tier": execution.tier,
+            "total": execution.total,
+            "hits": hits,
+            "facets": dict(execution.facets),
+            "reason": execution.reason,
+            "explanation": explanation_of(outcome, execution.tier, execution.dsl)
+            if request.explain
+            else None,
+        }
     )
 
 
