@@ -38,6 +38,7 @@ from fastapi import Request, Response
 from fastapi.routing import APIRoute
 from fastapi.telemetry import get_telemetry_data
 from pydantic import BaseModel, ValidationError
+from starlette.exceptions import HTTPException
 
 Guard = Callable[..., Awaitable[Any]]
 
@@ -56,7 +57,13 @@ class SearchRoute(APIRoute):
         endpoint = self.endpoint
 
         async def handler(request: Request) -> Response:
-            body = well_formed(await request.body(), request.headers.get("content-type"), model)
+            try:
+                raw = await request.body()
+            except HTTPException:  # the body limit's 413: raised as FastAPI's handler raises it
+                raise
+            except Exception:  # the client gone mid-body...: FastAPI's handler answers it (400)
+                return await general(request)
+            body = well_formed(raw, request.headers.get("content-type"), model)
             if body is None or request.app.dependency_overrides or get_telemetry_data() is not None:
                 return await general(request)
             for guard, name in guards:

@@ -148,3 +148,30 @@ def test_well_formed_validates_as_the_search_body() -> None:
     body = well_formed(b'{"intent": "running shoes", "size": 5}', "application/json", SearchBody)
     assert body == SearchBody(intent="running shoes", size=5)
     assert well_formed(b'{"intent": "x", "bogus": 1}', "application/json", SearchBody) is None  # extra=forbid
+
+
+@pytest.mark.parametrize("path", ["/shortcut", "/general"])
+def test_a_client_gone_mid_body_is_answered_by_fastapis_handler_on_both(path: str) -> None:
+    """The body cannot be read (the client disconnected): both routes answer what FastAPI's
+    handler answers, a 400 in the one error shape, never a 500."""
+    import asyncio
+    import json
+
+    app = _app()
+    sent: list[Any] = []
+
+    async def receive() -> Any:
+        return {"type": "http.disconnect"}
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+        "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
+        "headers": [(b"content-type", b"application/json"), (b"content-length", b"20")],
+        "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80), "state": {},
+    }
+    asyncio.run(app(scope, receive, send))
+    assert sent[0]["status"] == 400
+    assert json.loads(sent[1]["body"])["error"]["code"] == "bad_request"
