@@ -17,10 +17,10 @@ plainly well-formed, and hands every other request to FastAPI's own handler unch
   and the endpoint is called with the model and the request. What it returns is what
   FastAPI would have sent: the endpoint answers a ``Response`` it built itself.
 - everything else (another or no content type, a body that is not JSON, not an object or
-  not a valid request, a body that could not be read, an app with dependency overrides, a request FastAPI's native
-  OpenTelemetry telemetry is tracing) goes to FastAPI's handler, which reads the body
-  again from the request's cache and answers exactly as before: the same 422s, 400s and
-  spans, from the same code.
+  not a valid request, a body that could not be read, an app with dependency overrides, a
+  request FastAPI's native OpenTelemetry telemetry is tracing) goes to FastAPI's handler,
+  which reads the body again from the request's cache and answers exactly as before: the
+  same 422s, 400s and spans, from the same code.
 
 Both ways the body is read once, by the same ``Request``, and an exception raised by a
 dependency or the endpoint travels through the same exception middleware (the one JSON
