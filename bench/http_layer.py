@@ -10,8 +10,9 @@ round):
 
 - single client: ``GET /healthz`` and ``POST /v1/search`` over the demo intents, one httpx
   client per variant;
-- throughput of ``POST /v1/search`` at concurrency 4 and 16 (as many threads, each with its
-  own connection, for ``S`` seconds per variant, variants one after another per level), with
+- throughput of ``POST /v1/search`` at concurrency 4 and 16 (``--concurrency 1,4,16`` for
+  other levels; as many threads, each with its own connection, for ``S`` seconds per
+  variant, variants one after another per level, the order alternating per level), with
   the CPU per request of the variant's server (its process tree, user + system, from
   ``/proc``) during each phase.
 
@@ -86,7 +87,7 @@ def _single_client(bases: dict[str, str], intents: list[str], rounds: int) -> di
 
 
 def run(engine: Engine, url: str, variants: dict[str, dict[str, str]], workers: int, seconds: float,
-        rounds: int) -> dict[str, Any]:
+        rounds: int, concurrency: tuple[int, ...] = CONCURRENCY) -> dict[str, Any]:
     settings = Settings(engine=EngineSettings(url=url, timeout_s=30))
     now = system_clock()
     prepare(engine, settings, clock=lambda: now)
@@ -108,8 +109,8 @@ def run(engine: Engine, url: str, variants: dict[str, dict[str, str]], workers: 
             single = _single_client(bases, intents, rounds)
             throughput: dict[str, dict[str, float]] = {}
             service_cpu: dict[str, dict[str, float]] = {}
-            for threads in CONCURRENCY:
-                names = list(bases) if threads % 2 == 0 else list(bases)[::-1]
+            for number, threads in enumerate(concurrency):
+                names = list(bases) if number % 2 == 0 else list(bases)[::-1]
                 throughput[str(threads)], service_cpu[str(threads)] = {}, {}
                 for name in names:
                     metered = _metered(governed, bases[name], intents, threads, seconds,
@@ -161,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=1, help="govsearch serve --workers (default 1)")
     parser.add_argument("--seconds", type=float, default=5.0, help="each throughput phase (default 5)")
     parser.add_argument("--rounds", type=int, default=10, help="single-client rounds over the intents")
+    parser.add_argument("--concurrency", default=",".join(map(str, CONCURRENCY)), metavar="N,N,...",
+                        help="client threads of the throughput phases (default 4,16)")
     parser.add_argument("--out", type=Path, help="result file (default bench/results/<date>-http-layer.json)")
     args = parser.parse_args(argv)
     variants = dict(parse_variant(text) for text in args.variant or ["default"])
@@ -168,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     command = "python -m bench.http_layer " + shlex.join(sys.argv[1:] if argv is None else argv)
     result = environment.recorded_run(
         command, args.engine_url, args.heap, out,
-        lambda engine, url: run(engine, url, variants, args.workers, args.seconds, args.rounds),
+        lambda engine, url: run(engine, url, variants, args.workers, args.seconds, args.rounds,
+                                tuple(int(n) for n in args.concurrency.split(","))),
     )
     print(report(result))
     print(f"\nwritten to {out}")

@@ -189,7 +189,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
     from control_plane.api import create_app
-    from control_plane.api.serving import log_config, run_workers
+    from control_plane.api.serving import lean_log_records, log_config, run_workers
 
     host, port = args.host or settings.api.host, args.port or settings.api.port
     workers = args.workers or os.cpu_count() or 1
@@ -197,6 +197,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         "log_level": "info", "log_config": log_config(), "access_log": settings.api.access_log
     }
     if workers == 1:
+        lean_log_records()
         app = create_app(_service(args, settings), clock=CLOCK)
         uvicorn.run(app, host=host, port=port, **logging_options)
         return EXIT_OK

@@ -35,6 +35,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Generator, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Literal, TypeVar
 
 from control_plane.engine import Engine
@@ -282,6 +283,20 @@ def _hit(raw: Mapping[str, Any]) -> Hit:
     names = raw.get("matched_queries") or []
     if isinstance(names, dict):  # Elasticsearch 8.8+ may return {name: score}
         names = list(names)
+    policies, sponsored_by = _policies_of(tuple(names))
+    return Hit(
+        id=str(raw["_id"]),
+        score=raw.get("_score"),
+        source=raw.get("_source") or {},
+        policies=policies,
+        sponsored_by=sponsored_by,
+    )
+
+
+@lru_cache(maxsize=4096)
+def _policies_of(names: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the policies, the sponsoring ones) a hit's matched clause names name: parsed once
+    per distinct set of names (hits of a cached plan's searches repeat them)."""
     policies: set[str] = set()
     sponsored: set[str] = set()
     for name in names:
@@ -289,13 +304,7 @@ def _hit(raw: Mapping[str, Any]) -> Hit:
         if parsed is None:
             continue
         (sponsored if parsed.kind == "sponsored" else policies).add(parsed.policy)
-    return Hit(
-        id=str(raw["_id"]),
-        score=raw.get("_score"),
-        source=raw.get("_source") or {},
-        policies=tuple(sorted(policies | sponsored)),
-        sponsored_by=tuple(sorted(sponsored)),
-    )
+    return tuple(sorted(policies | sponsored)), tuple(sorted(sponsored))
 
 
 def facets_from(aggregations: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:

@@ -71,6 +71,14 @@ class NormalisedIntent:
 
 def normalise_intent(raw: str) -> NormalisedIntent:
     """``raw`` normalised (see the module's docstring for the steps)."""
+    if raw.isascii() and raw.isprintable():  # what the steps do to printable ASCII: this
+        text = " ".join(raw.split())  # (NFKC leaves ASCII as it is; nothing is invisible)
+        return NormalisedIntent(text=text, changed=text != raw, removed=0, mixed_script=())
+    return _normalised(raw)
+
+
+def _normalised(raw: str) -> NormalisedIntent:
+    """The steps, one by one (:func:`normalise_intent` shortcuts printable ASCII)."""
     folded = unicodedata.normalize("NFKC", raw)
     visible = "".join(_visible(char) for char in folded)
     removed = len(folded) - len(visible)

@@ -14,8 +14,9 @@ from starlette.concurrency import run_in_threadpool
 from control_plane.api import document, errors, readiness
 from control_plane.api.auth import require_internals, require_preview, search_guard
 from control_plane.api.limits import BodyLimit, RequestDeadline
-from control_plane.api.models import CompileResponse, Health, HitOut, SearchBody, SearchResponse
+from control_plane.api.models import CompileResponse, Health, SearchBody, SearchResponse
 from control_plane.api.policies import router as policies_router
+from control_plane.api.search_route import SearchRoute
 from control_plane.api.serving import size_thread_pool
 from control_plane.engine.aio import AsyncEngine
 from control_plane.lifecycle.keys import KeyStore
@@ -36,33 +37,39 @@ def explanation_of(outcome_or_compiled: Any, tier: str | None, dsl: Any) -> dict
 def search_response(
     rid: str, request: SearchRequest, outcome: Outcome, profile: Any
 ) -> SearchResponse:
+    """The answer to ``request``, validated as one :class:`SearchResponse` (one call into
+    pydantic-core for the whole answer and its hits, not one per hit: the same model and
+    values as building each ``HitOut`` first)."""
     execution = outcome.execution
+    title, brand, price, display = profile.title, profile.brand, profile.price, profile.display
     hits = [
-        HitOut(
-            id=hit.id,
-            title=hit.source.get(profile.title),
-            brand=hit.source.get(profile.brand),
-            price=hit.source.get(profile.price),
-            score=hit.score,
-            sponsored=bool(hit.sponsored_by),
-            policies=list(hit.policies),
-            display={name: hit.source[name] for name in profile.display if name in hit.source},
-        )
+        {
+            "id": hit.id,
+            "title": hit.source.get(title),
+            "brand": hit.source.get(brand),
+            "price": hit.source.get(price),
+            "score": hit.score,
+            "sponsored": bool(hit.sponsored_by),
+            "policies": list(hit.policies),
+            "display": {name: hit.source[name] for name in display if name in hit.source},
+        }
         for hit in execution.hits
     ]
-    return SearchResponse(
-        request_id=rid,
-        policy_set_version=outcome.compiled.policy_set_version,
-        now=outcome.now,
-        status=execution.status,
-        tier=execution.tier,
-        total=execution.total,
-        hits=hits,
-        facets=dict(execution.facets),
-        reason=execution.reason,
-        explanation=explanation_of(outcome, execution.tier, execution.dsl)
-        if request.explain
-        else None,
+    return SearchResponse.model_validate(
+        {
+            "request_id": rid,
+            "policy_set_version": outcome.compiled.policy_set_version,
+            "now": outcome.now,
+            "status": execution.status,
+            "tier": execution.tier,
+            "total": execution.total,
+            "hits": hits,
+            "facets": dict(execution.facets),
+            "reason": execution.reason,
+            "explanation": explanation_of(outcome, execution.tier, execution.dsl)
+            if request.explain
+            else None,
+        }
     )
 
 
@@ -125,7 +132,6 @@ def create_app(service: SearchService, *, clock: Clock) -> FastAPI:
     app.add_middleware(RequestDeadline, seconds=service.settings.request_deadline_s())
     app.add_middleware(BodyLimit, limit=service.settings.api.max_body_bytes)
 
-    @app.post("/v1/search", response_model=SearchResponse, tags=["search"], dependencies=search_key)
     async def search(body: SearchBody, request: Request) -> Response:
         served_catalog(service, body)
         if body.now is not None:
@@ -138,6 +144,12 @@ def create_app(service: SearchService, *, clock: Clock) -> FastAPI:
         # serialised by pydantic in one pass (FastAPI would validate the model again, dump it
         # to Python data and encode that with the json module); the schema stays SearchResponse
         return Response(answer.model_dump_json(), media_type="application/json")
+
+    # a well-formed request goes straight to the handler, any other through FastAPI's (ADR 0033)
+    app.router.add_api_route(
+        "/v1/search", search, methods=["POST"], response_model=SearchResponse, tags=["search"],
+        dependencies=search_key, route_class_override=SearchRoute,
+    )
 
     @app.post("/v1/compile", response_model=CompileResponse, tags=["search"], dependencies=search_key)
     async def compile_(body: SearchBody, request: Request) -> CompileResponse:

@@ -267,3 +267,53 @@ def test_the_openapi_document_declares_keys_errors_and_stable_ids(client: TestCl
             if status.startswith(("4", "5")) and path != "/readyz":
                 assert response["content"]["application/json"]["schema"] == error, (method, path, status)
     assert "HTTPValidationError" not in document["components"]["schemas"]
+
+
+def test_a_well_formed_search_takes_the_shortcut_and_answers_as_fastapis_handler(
+    client: TestClient, insider: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ADR 0033: ``application/json`` (the shortcut) and ``application/json; charset=utf-8``
+    (FastAPI's handler) give the same answer, byte for byte but the request id; the same
+    record; and the guard and the internals check hold on both."""
+    import fastapi.routing
+
+    from control_plane.api.search_route import SearchRoute, shortcut_shape
+
+    route = next(r for r in client.app.routes if getattr(r, "path", None) == "/v1/search")  # type: ignore[attr-defined]
+    assert isinstance(route, SearchRoute) and shortcut_shape(route) is not None
+    solved: list[int] = []
+    original = fastapi.routing.solve_dependencies
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        solved.append(1)
+        return await original(*args, **kwargs)
+
+    monkeypatch.setattr(fastapi.routing, "solve_dependencies", counted)
+    recorder = client.app.state.recorder  # type: ignore[attr-defined]
+    body = json.dumps({"intent": "chocolat sans arachide", "size": 4, "explain": True}).encode()
+    client.post("/v1/search", content=body, headers={**insider, "content-type": "application/json"})
+    solved.clear()  # the plan cached: both searches below are served by it
+    answers = []
+    for content_type, via_fastapi in (("application/json", 0), ("application/json; charset=utf-8", 1)):
+        response = client.post("/v1/search", content=body, headers={**insider, "content-type": content_type})
+        assert response.status_code == 200 and len(solved) == via_fastapi
+        rid = response.json()["request_id"]
+        answers.append((response.content.replace(rid.encode(), b"RID"), recorder.find(rid)))
+    (shortcut, shortcut_record), (general, general_record) = answers
+    assert shortcut == general
+
+    def stable(record: dict[str, Any]) -> dict[str, Any]:  # what does not vary per request
+        volatile = {"request_id", "latency_ms", "time", "mac", "sequence", "prev_hash", "hash"}
+        kept = {k: v for k, v in record.items() if k not in volatile}
+        kept["tiers"] = [{k: v for k, v in tier.items() if k != "took_ms"} for tier in record["tiers"]]
+        return kept
+
+    assert shortcut_record["cached"] is general_record["cached"] is True
+    assert stable(shortcut_record) == stable(general_record)
+    # explain without a key: refused the same way on both
+    refused = [
+        client.post("/v1/search", content=body, headers={"content-type": content_type})
+        for content_type in ("application/json", "application/json; charset=utf-8")
+    ]
+    assert refused[0].status_code == refused[1].status_code == 401
+    assert refused[0].json()["error"] | {"request_id": ""} == refused[1].json()["error"] | {"request_id": ""}

@@ -86,3 +86,13 @@ def test_quick_run_writes_every_part_and_the_targets_from_its_data(own_engine: s
         assert engine.list_indices("govsearch-bench-*") == []
     finally:
         engine.close()
+
+
+def test_the_warm_path_pieces_bench_runs_and_compares_like_with_like() -> None:
+    """``bench.warm_path`` (ADR 0033): each pair runs and yields a CPU figure per variant."""
+    from bench.warm_path import PAIRS, measure
+
+    figures = measure(rounds=2, calls=3)
+    assert set(figures) == set(PAIRS)
+    for pair in figures.values():
+        assert pair["after_cpu_us"] > 0 and pair["before_cpu_us"] > 0 and pair["ratio"] > 0

@@ -159,3 +159,24 @@ def test_a_trigger_phrase_of_invisible_characters_only_is_refused() -> None:
         Trigger.model_validate({"phrase": ["\u200b\u200d"]})
     with pytest.raises(ValueError, match="no cue"):
         Pattern.parse("(\u200b) {item}")
+
+
+ASCII = st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=127), max_size=60)
+
+
+@given(ASCII)
+def test_the_printable_ascii_shortcut_is_what_the_steps_give(raw: str) -> None:
+    """``normalise_intent`` answers printable ASCII without running the steps (the warm
+    path's intents, ADR 0033): it must be exactly what the steps give, for every ASCII
+    string (the non-printable ones take the steps, as a control)."""
+    from control_plane.intent_text import _normalised
+
+    assert normalise_intent(raw) == _normalised(raw)
+
+
+def test_the_shortcut_covers_every_printable_ascii_character() -> None:
+    from control_plane.intent_text import _normalised
+
+    for code in range(128):
+        for raw in (chr(code), f"a{chr(code)}b", f" {chr(code)}  {chr(code)} "):
+            assert normalise_intent(raw) == _normalised(raw), repr(raw)
