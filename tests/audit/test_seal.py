@@ -185,6 +185,7 @@ def test_a_failing_checkpoint_store_is_reported_retried_later_and_loses_no_recor
     store.failing = False
     now[0] += 5
     recorder.failure("req-2", ERROR)
+    recorder.decisions.quiesce()  # answered before the writer checkpoints: wait for its checkpoint
     assert store.tries == 2 and recorder.status() == "ok"
     assert [c["sequence"] for c in _checkpoints(tmp_path)] == [2]
 
