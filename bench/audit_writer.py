@@ -1,7 +1,7 @@
 """The decision log's write path alone: records per second and the latency of one record,
 ``T`` threads writing at once through a real JSONL sink with fsync (no engine, no HTTP).
 
-``python -m bench.audit_writer [--threads 1,4,16] [--records N] [--rounds R] [--loop]
+``python -m bench.audit_writer [--threads 1,4,16] [--records N] [--rounds R] [--loop] [--pause-ms P]
 [--variant NAME=VAR=VALUE,...]`` runs every variant in a subprocess of its own (e.g.
 ``base=PYTHONPATH=/path/to/an/older/checkout`` for the code before the background writer;
 ``GOVSEARCH_AUDIT_COMMIT=queued`` for the queued commit), the variants alternating round by
@@ -32,12 +32,15 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 
 
-def measure_here(threads: int, records: int, commit: str, mode: str = "threads") -> dict[str, Any]:
+def measure_here(
+    threads: int, records: int, commit: str, mode: str = "threads", pause_ms: float = 0.0
+) -> dict[str, Any]:
     """One measurement in this process (the code on ``sys.path``): ``threads`` threads each
     calling ``Recorder.failure`` (the thread pool's path), or with ``mode="loop"`` as many
     tasks on one event loop each awaiting ``ChainedLog.append_async`` (the path of a search
     a cached plan serves, ADR 0030). The process CPU (user + system, every thread: the
-    writer's included) is reported per record."""
+    writer's included) is reported per record. ``pause_ms``: each writer pauses that long after
+    each record (a client's round trip between requests; outside the timed wait)."""
     from control_plane.audit.checkpoints import FileCheckpoints
     from control_plane.audit.keys import read_key_file
     from control_plane.audit.record import ErrorOut
@@ -69,6 +72,8 @@ def measure_here(threads: int, records: int, commit: str, mode: str = "threads")
                 started = time.perf_counter_ns()
                 recorder.failure(f"req-{thread}-{n}", error)
                 mine.append(time.perf_counter_ns() - started)
+                if pause_ms:
+                    time.sleep(pause_ms / 1000)
             with lock:
                 latencies.extend(mine)
 
@@ -79,6 +84,8 @@ def measure_here(threads: int, records: int, commit: str, mode: str = "threads")
                 await recorder.decisions.append_async(data)
                 latencies.append(time.perf_counter_ns() - started)
                 recorder._observe(data, ())
+                if pause_ms:
+                    await asyncio.sleep(pause_ms / 1000)
 
         async def loop_load() -> None:
             await asyncio.gather(*(write_async(t) for t in range(threads)))
@@ -102,7 +109,7 @@ def measure_here(threads: int, records: int, commit: str, mode: str = "threads")
 
 
 def run(variants: dict[str, dict[str, str]], threads: list[int], records: int, rounds: int,
-        mode: str = "threads") -> dict[str, Any]:
+        mode: str = "threads", pause_ms: float = 0.0) -> dict[str, Any]:
     results: dict[str, dict[str, list[dict[str, Any]]]] = {name: {} for name in variants}
     names = list(variants)
     for number in range(rounds):
@@ -115,7 +122,8 @@ def run(variants: dict[str, dict[str, str]], threads: list[int], records: int, r
             here = f"import runpy; runpy.run_path({str(Path(__file__).resolve())!r}, run_name='__main__')"
             for count in threads:
                 output = subprocess.run(
-                    [sys.executable, "-c", here, "--here", str(count), str(records), commit, mode],
+                    [sys.executable, "-c", here, "--here", str(count), str(records), commit, mode,
+                     str(pause_ms)],
                     env=env, check=True, capture_output=True, text=True, cwd=tempfile.gettempdir(),
                 ).stdout
                 results[name].setdefault(str(count), []).append(json.loads(output))
@@ -130,7 +138,7 @@ def run(variants: dict[str, dict[str, str]], threads: list[int], records: int, r
                                   "append_p50_ms_median": p50s[len(p50s) // 2],
                                   "cpu_ms_per_record_median": cpus[len(cpus) // 2], "runs": runs}
     return {"audit_writer": {"variants": variants, "threads": threads, "records": records, "rounds": rounds,
-                             "mode": mode, "results": table}}
+                             "mode": mode, "pause_ms": pause_ms, "results": table}}
 
 
 def report(result: dict[str, Any]) -> str:
@@ -156,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     args_list = sys.argv[1:] if argv is None else argv
     if args_list[:1] == ["--here"]:
         mode = args_list[4] if len(args_list) > 4 else "threads"
-        print(json.dumps(measure_here(int(args_list[1]), int(args_list[2]), args_list[3], mode)))
+        pause = float(args_list[5]) if len(args_list) > 5 else 0.0
+        print(json.dumps(measure_here(int(args_list[1]), int(args_list[2]), args_list[3], mode, pause)))
         return 0
     from bench import environment
     from bench.http_layer import parse_variant
@@ -170,18 +179,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--loop", action="store_true",
                         help="tasks on one event loop awaiting append_async (a cached search's path)"
                         " instead of threads")
+    parser.add_argument("--pause-ms", type=float, default=0.0,
+                        help="each writer pauses this long after each record (default 0: back to back)")
     parser.add_argument("--out", type=Path, help="default: bench/results/<date>-audit-writer.json")
     args = parser.parse_args(args_list)
     variants = dict(parse_variant(text) for text in args.variant or ["default"])
     threads = [int(t) for t in args.threads.split(",")]
-    suffix = "-loop" if args.loop else ""
+    suffix = ("-loop" if args.loop else "") + (f"-pause-{args.pause_ms:g}ms" if args.pause_ms else "")
     out = args.out or RESULTS / f"{system_clock().date().isoformat()}-audit-writer{suffix}.json"
     command = "python -m bench.audit_writer " + shlex.join(args_list)
     started = time.monotonic()
     load_start = list(os.getloadavg())
     result: dict[str, Any] = {"command": command, "machine": environment.machine(),
                               "load_average_at_start": load_start}
-    result.update(run(variants, threads, args.records, args.rounds, "loop" if args.loop else "threads"))
+    result.update(run(variants, threads, args.records, args.rounds, "loop" if args.loop else "threads",
+                      args.pause_ms))
     result["load_average_at_end"] = list(os.getloadavg())
     result["duration_s"] = round(time.monotonic() - started, 1)
     out.parent.mkdir(parents=True, exist_ok=True)
