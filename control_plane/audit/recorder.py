@@ -555,8 +555,8 @@ class Recorder:
                 )
             elif chained.sync_error is not None:
                 problems.append(
-                    f"{name} sink {chained.sink.describe()} failed to sync records already written"
-                    f" (audit.commit: written): {chained.sync_error}"
+                    f"{name} sink {chained.sink.describe()} failed to sync records already written:"
+                    f" {chained.sync_error}"
                 )
             elif chained.full():
                 problems.append(f"{name}: the audit queue is full ({held} records not yet written)")

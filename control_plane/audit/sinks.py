@@ -43,6 +43,11 @@ class SinkError(Exception):
     """A record could not be written."""
 
 
+class SyncError(SinkError):
+    """The records were written but their sync to disk failed: they are in the file (writing
+    them again would duplicate their sequences), not known to be on disk."""
+
+
 def write_all(
     sink: Any, records: list[dict[str, Any]], written: Callable[[], None] | None = None
 ) -> None:
@@ -158,9 +163,12 @@ class JsonlSink:
                     fcntl.flock(fd, fcntl.LOCK_UN)
                 if written is not None:
                     written()
-                self._sync(fd)
-                if not size:
-                    _sync_directory(self.path.parent)
+                try:
+                    self._sync(fd)
+                    if not size:
+                        _sync_directory(self.path.parent)
+                except OSError as error:
+                    raise SyncError(f"wrote to {self.path} but cannot sync it: {error}") from error
             finally:
                 os.close(fd)
         except OSError as error:

@@ -43,7 +43,7 @@ from control_plane.audit.chain import Chain, Head
 from control_plane.audit.checkpoints import CheckpointStore, seal_checkpoint
 from control_plane.audit.keys import AuditKeyError, KeyRing
 from control_plane.audit.metrics import Metrics
-from control_plane.audit.sinks import Sink, SinkError, write_all
+from control_plane.audit.sinks import Sink, SinkError, SyncError, write_all
 from control_plane.engine import EngineError
 from control_plane.times import Clock, iso, parse_time
 
@@ -146,8 +146,8 @@ class ChainedLog:
         self._kick = False
         self.last_error: str | None = None
         self.sync_error: str | None = None
-        """``written`` commit: the last batch's sync failed after its requests were answered
-        (its lines are in the file; cleared by the next batch synced)"""
+        """the last batch was written but its sync failed (its lines are in the file, its
+        requests answered; cleared by the next batch synced)"""
         self.refused = 0
         self.checkpoint_error: str | None = None
         self._checkpointed: tuple[tuple[int, str], str] | None = None
@@ -344,10 +344,17 @@ class ChainedLog:
             except Exception as failure:  # a bug: held and reported like a sink failure, never fatal
                 log.exception("audit writer failed on a batch of %d record(s)", len(batch))
                 error = failure
+            # written, the sync failed: the lines are in the file and are never written again
+            # (their sequences would repeat); reported until a later batch syncs
+            in_file = error is not None and (answered or isinstance(error, SyncError))
             if error is not None:
                 self.metrics.sink_failures.labels(self.sink.name).inc()
-                if answered:  # ``written``: the sync failed after the answer; the lines are in the
-                    self._since_checkpoint += len(sealed)  # file, not written again (reported)
+                if in_file:
+                    if not answered:  # ``group``: answered as a held record would be, not re-sent
+                        assert chain is not None and self._chain is not None
+                        self._chain.head = chain.head
+                        self._answer(batch, sealed)
+                    self._since_checkpoint += len(sealed)
                     self.sync_error = str(error)
                 else:
                     self.last_error = str(error)
@@ -359,12 +366,12 @@ class ChainedLog:
             self._checkpoint_if_due()
         if error is not None:
             held = self.buffered_total()
-            if answered:
+            if in_file:
                 log.warning("audit sink %s failed to sync %d written record(s): %s",
                             self.sink.describe(), len(sealed), error)
             else:
                 log.warning("audit sink %s failed, %d record(s) held: %s", self.sink.describe(), held, error)
-        return error is None or answered
+        return error is None or in_file
 
     def _answer(self, batch: list[_Ticket], sealed: list[dict[str, Any]]) -> None:
         """The batch is written (and synced, unless the commit level is ``written``): off the

@@ -1,8 +1,8 @@
 """The commit levels side by side (ADR 0034): when a request is answered, against a real JSONL
 file whose write is held (the ``flock`` every append takes, held by the test) or whose sync is
 held (the sink's own sync, let through by the test): ``group`` waits for the sync, ``written``
-for the write only, ``queued`` for neither. Also: a sync that fails after a ``written`` answer is
-reported, not written again; the event-loop wait (``append_async``) keeps the same levels."""
+for the write only, ``queued`` for neither. Also: a batch whose sync fails is reported and
+never written twice; the event-loop wait (``append_async``) keeps the same levels."""
 
 from __future__ import annotations
 
@@ -147,34 +147,47 @@ def test_the_event_loop_wait_keeps_the_levels(tmp_path: Path) -> None:
         recorder.close()
 
 
-def test_a_sync_failing_after_a_written_answer_is_reported_and_not_written_twice(tmp_path: Path) -> None:
+@pytest.mark.parametrize("commit", ["group", "written"])
+def test_a_failed_sync_is_reported_and_the_batch_never_written_twice(tmp_path: Path, commit: str) -> None:
+    """The batch is in the file when its sync fails (an I/O error): writing it again would
+    repeat its sequences (``verify``: broken). Its request is answered (``group``: as a held
+    record's would be; ``written``: it already was), the failure counted and reported by
+    ``/readyz`` until a later batch syncs."""
     sink = HeldSyncSink(tmp_path / "decisions.jsonl")
     sink.release.set()
-    recorder = _recorder(tmp_path, "written", sink)
+    recorder = _recorder(tmp_path, commit, sink)
     sink.fail = OSError(5, "Input/output error")
-    recorder.failure("req-0", ERROR)  # answered once written; its sync then fails
+    recorder.failure("req-0", ERROR)
     recorder.decisions.quiesce()
-    assert "failing" in recorder.status() and "Input/output error" in recorder.status()
+    status = recorder.status()
+    assert "failed to sync" in status and "Input/output error" in status, status
     assert recorder.decisions.buffered_total() == 0  # in the file: not held, not to be written again
+    metrics = recorder.metrics.render().decode()
+    assert 'govsearch_audit_sink_failures_total{sink="jsonl"} 1.0' in metrics
     recorder.failure("req-1", ERROR)  # the next batch syncs: the failure is over
     recorder.decisions.quiesce()
     assert recorder.status() == "ok"
     recorder.close()
     assert _ids(sink.path) == ["req-0", "req-1"]
     report = verify_lines(sink.lines())
-    assert report.ok and report.records == 2
+    assert report.ok and report.records == 2, report
 
 
-def test_a_group_sync_failure_still_holds_the_request_unanswered_by_a_record(tmp_path: Path) -> None:
-    """The default keeps its promise: a batch whose sync failed is not taken as written (the
-    request is answered with its record held, ``/readyz`` failing), as before ``written``."""
-    sink = HeldSyncSink(tmp_path / "decisions.jsonl")
-    sink.release.set()
-    recorder = _recorder(tmp_path, "group", sink)
-    sink.fail = OSError(5, "Input/output error")
+def test_a_failed_write_still_holds_the_batch_and_retries_it(tmp_path: Path) -> None:
+    """Nothing written (the file cannot be opened): the batch is held in memory and retried,
+    as before the commit levels; once the sink is back it is written once."""
+    recorder = _recorder(tmp_path, "group")
+    good = recorder.decisions.sink.path  # type: ignore[attr-defined]
+    blocker = tmp_path / "blocked"
+    blocker.write_text("a file where a directory should be")
+    recorder.decisions.sink.path = blocker / "decisions.jsonl"  # type: ignore[attr-defined]
     recorder.failure("req-0", ERROR)
-    assert recorder.decisions.buffered_total() == 1
-    assert recorder.decisions.last_error is not None and "Input/output error" in recorder.decisions.last_error
+    assert recorder.decisions.buffered_total() == 1 and recorder.decisions.last_error is not None
+    recorder.decisions.sink.path = good  # type: ignore[attr-defined]
+    assert recorder.status() == "ok"  # /readyz retries the held batch
+    recorder.close()
+    assert _ids(good) == ["req-0"]
+    assert verify_lines(JsonlSink(good).lines()).ok
 
 
 def test_queued_answers_with_the_write_held(tmp_path: Path) -> None:

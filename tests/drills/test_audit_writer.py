@@ -4,7 +4,8 @@
   the tiny queue fills, the requests beyond it are refused 503 ``audit_backlog`` at once,
   the queued ones wait for their fsync and are served once the lock is let go, and the log
   holds exactly one record per served request, none for the refused ones;
-- threads x requests at once on ``--workers 2``: one record per request, the chain verifies;
+- threads x requests at once on ``--workers 2``: one record per request, the chain verifies
+  (``group`` and ``written``);
 - SIGKILL in the middle of a load: ``audit verify`` says ok or unvouched tail (0 or 7),
   never broken, and every request answered 200 has its record in the file (group commit, and
   the ``written`` commit level: a killed process loses nothing the kernel already holds).
@@ -148,12 +149,14 @@ def test_a_full_queue_refuses_with_503_and_loses_no_served_record(
                                     "verify_exit": verified})
 
 
+@pytest.mark.parametrize("commit", ["group", "written"])
 def test_concurrent_requests_get_exactly_one_record_each(
     engine_url: str, ready: Ready,  # noqa: F811
-    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], commit: str,
 ) -> None:
     threads, per_thread = 6, 10
-    process, url = _serve(tmp_path, engine_url, workers=2, GOVSEARCH_AUDIT_BATCH="4")
+    process, url = _serve(tmp_path, engine_url, workers=2, GOVSEARCH_AUDIT_BATCH="4",
+                          GOVSEARCH_AUDIT_COMMIT=commit)
 
     def load(thread: int) -> list[tuple[int, str, str | None]]:
         with httpx.Client(base_url=url, timeout=60) as client:
@@ -173,9 +176,9 @@ def test_concurrent_requests_get_exactly_one_record_each(
     assert report["records"] == threads * per_thread
     for seen in report["writers"].values():  # the head checkpointed (at shutdown, unless just before)
         assert (seen["checkpoint_status"], seen["after_checkpoint"]) == ("ok", 0), seen
-    record("audit_writer_concurrent", {"threads": threads, "per_thread": per_thread,
-                                       "writers": len(report["writers"]), "records": report["records"],
-                                       "verify_exit": verified})
+    name = "audit_writer_concurrent" if commit == "group" else f"audit_writer_concurrent_{commit}"
+    record(name, {"commit": commit, "threads": threads, "per_thread": per_thread,
+                  "writers": len(report["writers"]), "records": report["records"], "verify_exit": verified})
 
 
 @pytest.mark.parametrize("commit", ["group", "written"])
@@ -230,5 +233,5 @@ def test_sigkill_mid_load_leaves_every_answered_request_recorded(
     assert report["broken"] is None, report
     name = "audit_writer_sigkill" if commit == "group" else f"audit_writer_sigkill_{commit}"
     record(name, {"commit": commit, "answered_200": len(answered), "records": sum(written.values()),
-                                    "in_flight_recorded_unanswered": sum(written.values()) - len(answered),
-                                    "verify_exit": verified})
+                  "in_flight_recorded_unanswered": sum(written.values()) - len(answered),
+                  "verify_exit": verified})
