@@ -1,7 +1,7 @@
 """The decision log's write path alone: records per second and the latency of one record,
 ``T`` threads writing at once through a real JSONL sink with fsync (no engine, no HTTP).
 
-``python -m bench.audit_writer [--threads 1,4,16] [--records N] [--rounds R]
+``python -m bench.audit_writer [--threads 1,4,16] [--records N] [--rounds R] [--loop] [--pause-ms P]
 [--variant NAME=VAR=VALUE,...]`` runs every variant in a subprocess of its own (e.g.
 ``base=PYTHONPATH=/path/to/an/older/checkout`` for the code before the background writer;
 ``GOVSEARCH_AUDIT_COMMIT=queued`` for the queued commit), the variants alternating round by
@@ -14,6 +14,7 @@ timed span, so ``queued`` cannot report records it has not written.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import shlex
@@ -31,8 +32,15 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 
 
-def measure_here(threads: int, records: int, commit: str) -> dict[str, Any]:
-    """One measurement in this process (the code on ``sys.path``)."""
+def measure_here(
+    threads: int, records: int, commit: str, mode: str = "threads", pause_ms: float = 0.0
+) -> dict[str, Any]:
+    """One measurement in this process (the code on ``sys.path``): ``threads`` threads each
+    calling ``Recorder.failure`` (the thread pool's path), or with ``mode="loop"`` as many
+    tasks on one event loop each awaiting ``ChainedLog.append_async`` (the path of a search
+    a cached plan serves, ADR 0030). The process CPU (user + system, every thread: the
+    writer's included) is reported per record. ``pause_ms``: each writer pauses that long after
+    each record (a client's round trip between requests; outside the timed wait)."""
     from control_plane.audit.checkpoints import FileCheckpoints
     from control_plane.audit.keys import read_key_file
     from control_plane.audit.record import ErrorOut
@@ -64,22 +72,44 @@ def measure_here(threads: int, records: int, commit: str) -> dict[str, Any]:
                 started = time.perf_counter_ns()
                 recorder.failure(f"req-{thread}-{n}", error)
                 mine.append(time.perf_counter_ns() - started)
+                if pause_ms:
+                    time.sleep(pause_ms / 1000)
             with lock:
                 latencies.extend(mine)
 
+        async def write_async(thread: int) -> None:
+            for n in range(each):
+                data = recorder._failure_data(f"req-{thread}-{n}", error)
+                started = time.perf_counter_ns()
+                await recorder.decisions.append_async(data)
+                latencies.append(time.perf_counter_ns() - started)
+                recorder._observe(data, ())
+                if pause_ms:
+                    await asyncio.sleep(pause_ms / 1000)
+
+        async def loop_load() -> None:
+            await asyncio.gather(*(write_async(t) for t in range(threads)))
+
         workers = [threading.Thread(target=write, args=(t,)) for t in range(threads)]
         started = time.perf_counter()
-        for worker in workers:
-            worker.start()
-        for worker in workers:
-            worker.join()
+        cpu_started = time.process_time()
+        if mode == "loop":
+            asyncio.run(loop_load())
+        else:
+            for worker in workers:
+                worker.start()
+            for worker in workers:
+                worker.join()
         recorder.close()
         elapsed = time.perf_counter() - started
+        cpu = time.process_time() - cpu_started
         written = len((directory / "decisions.jsonl").read_text().splitlines())
-    return {"records": written, "records_per_s": round(written / elapsed, 1), "latency": summary(latencies)}
+    return {"records": written, "records_per_s": round(written / elapsed, 1), "latency": summary(latencies),
+            "cpu_ms_per_record": round(cpu * 1000 / written, 4)}
 
 
-def run(variants: dict[str, dict[str, str]], threads: list[int], records: int, rounds: int) -> dict[str, Any]:
+def run(variants: dict[str, dict[str, str]], threads: list[int], records: int, rounds: int,
+        mode: str = "threads", pause_ms: float = 0.0) -> dict[str, Any]:
     results: dict[str, dict[str, list[dict[str, Any]]]] = {name: {} for name in variants}
     names = list(variants)
     for number in range(rounds):
@@ -92,7 +122,8 @@ def run(variants: dict[str, dict[str, str]], threads: list[int], records: int, r
             here = f"import runpy; runpy.run_path({str(Path(__file__).resolve())!r}, run_name='__main__')"
             for count in threads:
                 output = subprocess.run(
-                    [sys.executable, "-c", here, "--here", str(count), str(records), commit],
+                    [sys.executable, "-c", here, "--here", str(count), str(records), commit, mode,
+                     str(pause_ms)],
                     env=env, check=True, capture_output=True, text=True, cwd=tempfile.gettempdir(),
                 ).stdout
                 results[name].setdefault(str(count), []).append(json.loads(output))
@@ -102,23 +133,28 @@ def run(variants: dict[str, dict[str, str]], threads: list[int], records: int, r
         for threads_key, runs in by_count.items():
             rates = sorted(r["records_per_s"] for r in runs)
             p50s = sorted(r["latency"]["p50_ms"] for r in runs)
+            cpus = sorted(r.get("cpu_ms_per_record", 0.0) for r in runs)
             table[name][threads_key] = {"records_per_s_median": rates[len(rates) // 2],
-                                  "append_p50_ms_median": p50s[len(p50s) // 2], "runs": runs}
+                                  "append_p50_ms_median": p50s[len(p50s) // 2],
+                                  "cpu_ms_per_record_median": cpus[len(cpus) // 2], "runs": runs}
     return {"audit_writer": {"variants": variants, "threads": threads, "records": records, "rounds": rounds,
-                             "results": table}}
+                             "mode": mode, "pause_ms": pause_ms, "results": table}}
 
 
 def report(result: dict[str, Any]) -> str:
     bench = result["audit_writer"]
+    unit = "task(s) on the loop" if bench.get("mode") == "loop" else "thread(s)"
     lines = [
         f"Command: `{result['command']}` ({result['duration_s']} s); load average"
         f" {result['load_average_at_start']} at start, {result['load_average_at_end']} at end",
         "",
-        "| variant | " + " | ".join(f"{t} thread(s): records/s, p50 ms" for t in bench["threads"]) + " |",
+        "| variant | " + " | ".join(f"{t} {unit}: records/s, p50 ms, CPU ms/record" for t in bench["threads"])
+        + " |",
         "| --- | " + " | ".join("---" for _ in bench["threads"]) + " |",
     ]
     for name, per_threads in bench["results"].items():
-        cells = [f"{figures['records_per_s_median']}, {figures['append_p50_ms_median']}"
+        cells = [f"{figures['records_per_s_median']}, {figures['append_p50_ms_median']},"
+                 f" {figures.get('cpu_ms_per_record_median', '-')}"
                  for figures in (per_threads[str(t)] for t in bench["threads"])]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -127,7 +163,9 @@ def report(result: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     args_list = sys.argv[1:] if argv is None else argv
     if args_list[:1] == ["--here"]:
-        print(json.dumps(measure_here(int(args_list[1]), int(args_list[2]), args_list[3])))
+        mode = args_list[4] if len(args_list) > 4 else "threads"
+        pause = float(args_list[5]) if len(args_list) > 5 else 0.0
+        print(json.dumps(measure_here(int(args_list[1]), int(args_list[2]), args_list[3], mode, pause)))
         return 0
     from bench import environment
     from bench.http_layer import parse_variant
@@ -138,17 +176,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=400, help="records per measurement (default 400)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds, variants alternating (default 3)")
     parser.add_argument("--variant", action="append", default=[], metavar="NAME[=VAR=VALUE,...]")
+    parser.add_argument("--loop", action="store_true",
+                        help="tasks on one event loop awaiting append_async (a cached search's path)"
+                        " instead of threads")
+    parser.add_argument("--pause-ms", type=float, default=0.0,
+                        help="each writer pauses this long after each record (default 0: back to back)")
     parser.add_argument("--out", type=Path, help="default: bench/results/<date>-audit-writer.json")
     args = parser.parse_args(args_list)
     variants = dict(parse_variant(text) for text in args.variant or ["default"])
     threads = [int(t) for t in args.threads.split(",")]
-    out = args.out or RESULTS / f"{system_clock().date().isoformat()}-audit-writer.json"
+    suffix = ("-loop" if args.loop else "") + (f"-pause-{args.pause_ms:g}ms" if args.pause_ms else "")
+    out = args.out or RESULTS / f"{system_clock().date().isoformat()}-audit-writer{suffix}.json"
     command = "python -m bench.audit_writer " + shlex.join(args_list)
     started = time.monotonic()
     load_start = list(os.getloadavg())
     result: dict[str, Any] = {"command": command, "machine": environment.machine(),
                               "load_average_at_start": load_start}
-    result.update(run(variants, threads, args.records, args.rounds))
+    result.update(run(variants, threads, args.records, args.rounds, "loop" if args.loop else "threads",
+                      args.pause_ms))
     result["load_average_at_end"] = list(os.getloadavg())
     result["duration_s"] = round(time.monotonic() - started, 1)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -135,9 +135,11 @@ class AuditSettings(Section):
     (``retry_buffer``, its old name, is still read)"""
     batch: int = Field(default=256, ge=1)
     """records the background writer appends (and fsyncs) at once, at most"""
-    commit: Literal["group", "queued"] = "group"
-    """``group``: a request is answered once its record is fsynced (batched with others);
-    ``queued``: as soon as it is queued (faster; a crash can lose answered requests' records)"""
+    commit: Literal["group", "written", "queued"] = "group"
+    """``group``: a request is answered once its record is synced to disk (batched with
+    others; survives a power loss); ``written``: once it is written to the file, the sync
+    following (survives a killed process, not a power loss); ``queued``: as soon as it is
+    queued (faster; a crash can lose answered requests' records). ADR 0034"""
     key_file: str = ".govsearch/audit.key"
     """the HMAC key ring (``KEY_ID:SECRET`` lines; the last one seals); keep it away from the log"""
     key: str | None = None

@@ -182,7 +182,8 @@ class Recorder:
         ``checkpoints``: where the writer's heads go (None: no checkpoints).
         ``queue_size``: records not yet written a log holds before requests are refused;
         ``batch``: records per append and fsync at most; ``commit``: ``group`` (a request
-        waits for its record's fsync) or ``queued`` (it does not)."""
+        waits for its record's sync to disk), ``written`` (for its write to the file; the
+        sync follows) or ``queued`` (it does not wait)."""
         self.writer = instance_id or default_writer_id()
         self.store_raw_intent = store_raw_intent
         self.metrics = Metrics()
@@ -551,6 +552,11 @@ class Recorder:
                 problems.append(
                     f"{name} sink {chained.sink.describe()} failing,"
                     f" {held} record(s) buffered: {chained.last_error}"
+                )
+            elif chained.sync_error is not None:
+                problems.append(
+                    f"{name} sink {chained.sink.describe()} failed to sync records already written:"
+                    f" {chained.sync_error}"
                 )
             elif chained.full():
                 problems.append(f"{name}: the audit queue is full ({held} records not yet written)")

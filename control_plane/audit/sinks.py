@@ -9,7 +9,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
@@ -43,15 +43,29 @@ class SinkError(Exception):
     """A record could not be written."""
 
 
-def write_all(sink: Any, records: list[dict[str, Any]]) -> None:
+class SyncError(SinkError):
+    """The records were written but their sync to disk failed: they are in the file (writing
+    them again would duplicate their sequences), not known to be on disk."""
+
+
+def write_all(
+    sink: Any, records: list[dict[str, Any]], written: Callable[[], None] | None = None
+) -> None:
     """``records`` through the sink's ``write_many`` (one append, one fsync), or one by one
-    for a sink without it."""
+    for a sink without it. ``written`` (the ``written`` commit level) is called once the
+    records are written and before they are synced, where the sink has such a moment (else
+    once it returns)."""
     many = getattr(sink, "write_many", None)
     if many is not None:
-        many(records)
+        if written is None:
+            many(records)
+        else:
+            many(records, written=written)
         return
     for record in records:
         sink.write(record)
+    if written is not None:
+        written()
 
 
 class Sink(Protocol):
@@ -59,8 +73,11 @@ class Sink(Protocol):
 
     def write(self, record: dict[str, Any]) -> None: ...
 
-    def write_many(self, records: list[dict[str, Any]]) -> None:
-        """The records in this order, as one durable append where the sink can."""
+    def write_many(
+        self, records: list[dict[str, Any]], *, written: Callable[[], None] | None = None
+    ) -> None:
+        """The records in this order, as one durable append where the sink can; ``written``
+        is called between the write and the sync (the ``written`` commit level)."""
         ...
 
     def scan(self) -> Iterator[dict[str, Any]]:
@@ -81,8 +98,24 @@ class Sink(Protocol):
     def describe(self) -> str: ...
 
 
+_datasync: Callable[[int], None] = getattr(os, "fdatasync", os.fsync)
+"""``fdatasync`` where there is one (Linux), else ``fsync``"""
+
+
+def _sync_directory(directory: Path) -> None:
+    """fsync a directory (a file's new name in it), where directories can be opened."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # a platform without directory descriptors: nothing more to sync
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 class JsonlSink:
-    """Append one canonical JSON line per record; fsync before returning.
+    """Append one canonical JSON line per record; synced to disk before returning.
 
     Several processes may append to one file: each record is one ``write`` on an
     ``O_APPEND`` descriptor under an exclusive ``flock``, so lines never interleave; a
@@ -100,8 +133,16 @@ class JsonlSink:
     def write(self, record: dict[str, Any]) -> None:
         self.write_many([record])
 
-    def write_many(self, records: list[dict[str, Any]]) -> None:
-        """The records, one line each, in one ``write`` and one ``fsync`` (group commit)."""
+    def write_many(
+        self, records: list[dict[str, Any]], *, written: Callable[[], None] | None = None
+    ) -> None:
+        """The records, one line each, in one ``write`` and one ``fdatasync`` (group commit).
+        ``written`` is called once the ``write`` returned (the lines are in the kernel's
+        page cache: they survive a killed process) and before the sync (they survive a power
+        loss once it returns). The sync is ``fdatasync``: for a file only ever appended to it
+        flushes the data and the size that reaches it, all ``fsync`` adds is the times. A
+        file this append created (or found empty) has its directory synced too, so its
+        name survives with it."""
         line = b"".join(canonical_bytes(record) + b"\n" for record in records)
         try:
             try:
@@ -115,16 +156,26 @@ class JsonlSink:
                     size = os.fstat(fd).st_size
                     if size and os.pread(fd, 1, size - 1) != b"\n":
                         line = b"\n" + line  # a torn line before us stays torn, alone
-                    written = os.write(fd, line)
-                    while written < len(line):  # a short write (rare): finish it under the lock
-                        written += os.write(fd, line[written:])
+                    written_bytes = os.write(fd, line)
+                    while written_bytes < len(line):  # a short write (rare): finish it under the lock
+                        written_bytes += os.write(fd, line[written_bytes:])
                 finally:
                     fcntl.flock(fd, fcntl.LOCK_UN)
-                os.fsync(fd)
+                if written is not None:
+                    written()
+                try:
+                    self._sync(fd)
+                    if not size:
+                        _sync_directory(self.path.parent)
+                except OSError as error:
+                    raise SyncError(f"wrote to {self.path} but cannot sync it: {error}") from error
             finally:
                 os.close(fd)
         except OSError as error:
             raise SinkError(f"cannot append to {self.path}: {error}") from error
+
+    def _sync(self, fd: int) -> None:
+        _datasync(fd)
 
     def lines(self) -> Iterator[tuple[int, str]]:
         """(line number from 1, text) of every non-empty line."""
@@ -181,7 +232,9 @@ class EngineSink:
     def write(self, record: dict[str, Any]) -> None:
         self.write_many([record])
 
-    def write_many(self, records: list[dict[str, Any]]) -> None:
+    def write_many(
+        self, records: list[dict[str, Any]], *, written: Callable[[], None] | None = None
+    ) -> None:
         """One bulk request, each record by its id ``<writer>:<sequence>`` (a retried batch
         overwrites itself), refreshed; any item refused fails the whole batch."""
         operations: list[dict[str, Any]] = []
@@ -197,6 +250,8 @@ class EngineSink:
             failed = [item for item in result.get("items", []) if item.get("index", {}).get("error")]
             reason = failed[0]["index"]["error"] if failed else "unknown"
             raise SinkError(f"cannot index into {self.index}: {len(failed)} record(s) refused: {reason}")
+        if written is not None:  # the engine acknowledged the bulk: there is no later sync to wait for
+            written()
 
     def scan(self) -> Iterator[dict[str, Any]]:
         """Every record, by writer then sequence (paged with ``search_after``)."""

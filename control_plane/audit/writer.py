@@ -18,8 +18,11 @@ No request ever holds a lock across file or engine I/O.
 - **Checkpoints**: after a batch when due (every N records or T seconds), when idle and due,
   and on ``close`` (shutdown), which first drains the queue.
 
-``commit="queued"`` answers as soon as the record is queued (the bench compares it; a crash
-can then lose records of answered requests).
+Commit levels (``audit.commit``, ADR 0034): ``group`` (the default) answers once the batch
+holding the record is synced to disk (it survives a power loss); ``written`` once the batch is
+written to the file (``write`` returned: it is in the kernel and survives a killed process),
+the sync following right after in the writer; ``queued`` as soon as the record is queued (the
+bench compares it; a crash can then lose records of answered requests).
 """
 
 from __future__ import annotations
@@ -40,13 +43,13 @@ from control_plane.audit.chain import Chain, Head
 from control_plane.audit.checkpoints import CheckpointStore, seal_checkpoint
 from control_plane.audit.keys import AuditKeyError, KeyRing
 from control_plane.audit.metrics import Metrics
-from control_plane.audit.sinks import Sink, SinkError, write_all
+from control_plane.audit.sinks import Sink, SinkError, SyncError, write_all
 from control_plane.engine import EngineError
 from control_plane.times import Clock, iso, parse_time
 
 log = logging.getLogger("govsearch.audit")
 
-Commit = Literal["group", "queued"]
+Commit = Literal["group", "written", "queued"]
 
 RETRY_CHECKPOINT_S = 5.0
 """how long a failed checkpoint waits before the next interval try (shutdown always tries)"""
@@ -142,6 +145,9 @@ class ChainedLog:
         self._attempts = 0
         self._kick = False
         self.last_error: str | None = None
+        self.sync_error: str | None = None
+        """the last batch was written but its sync failed (its lines are in the file, its
+        requests answered; cleared by the next batch synced)"""
         self.refused = 0
         self.checkpoint_error: str | None = None
         self._checkpointed: tuple[tuple[int, str], str] | None = None
@@ -185,19 +191,35 @@ class ChainedLog:
     async def append_async(self, record: dict[str, Any]) -> dict[str, Any] | None:
         """:meth:`append` from the event loop: queued the same way, the wait awaited (the
         loop serves other requests meanwhile; ``_state`` is only ever held briefly, never
-        across I/O)."""
+        across I/O). The writer settles the ticket's future through the loop; a watchdog
+        looks every ``WAIT_S`` whether the writer is still alive, as ``append`` does."""
         ticket = _Ticket(record)
-        ticket.waiter = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        ticket.waiter = waiter = loop.create_future()
         with self._state:
             if not self._enqueue(ticket):
                 return None
-        while not ticket.tried:
-            woken, _ = await asyncio.wait((ticket.waiter,), timeout=WAIT_S)
-            if not woken:
-                with self._state:
-                    if not ticket.tried and not self._running():
-                        self._start()  # as in append: a dead writer must not leave us waiting
+        if ticket.tried:
+            return ticket.sealed
+        watchdog = loop.call_later(WAIT_S, self._watch, ticket, loop)
+        try:
+            await waiter
+        finally:
+            watchdog.cancel()
         return ticket.sealed
+
+    def _watch(self, ticket: _Ticket, loop: asyncio.AbstractEventLoop) -> None:
+        """On the loop, every ``WAIT_S`` while ``ticket`` waits: a dead writer is restarted (a
+        bug must not leave requests waiting), and the watch goes on until it was tried."""
+        waiter = ticket.waiter
+        if waiter is None or waiter.done():
+            return
+        with self._state:
+            if ticket.tried:
+                return
+            if not self._running():
+                self._start()
+        loop.call_later(WAIT_S, self._watch, ticket, loop)
 
     def append_nowait(self, record: dict[str, Any]) -> None:
         """Queue ``record`` without waiting for the writer (the record of a request being
@@ -287,9 +309,23 @@ class ChainedLog:
         return max(0.05, min(cp.every_s, RETRY_CHECKPOINT_S))
 
     def _write(self, batch: list[_Ticket]) -> bool:
-        """Seal ``batch`` after the head, write it in one go; True when it was written."""
+        """Seal ``batch`` after the head, write it in one go; True when it was written.
+
+        Its requests are answered as soon as the commit level allows (``group``: once the
+        sink synced the batch; ``written``: once it is written, before the sync), and only
+        then is a checkpoint that fell due written, so no request waits for a checkpoint."""
         sealed: list[dict[str, Any]] = []
         error: Exception | None = None
+        answered = False
+        chain: Chain | None = None
+
+        def written() -> None:  # the batch is written (``written`` commit): answer before the sync
+            nonlocal answered
+            assert self._chain is not None and chain is not None
+            self._chain.head = chain.head
+            self._answer(batch, sealed)
+            answered = True
+
         with self._io:
             try:
                 if self._chain is None:
@@ -300,35 +336,63 @@ class ChainedLog:
                     record = chain.seal(ticket.record)
                     chain.advance(record)
                     sealed.append(record)
-                write_all(self.sink, sealed)
-                self._chain.head = chain.head
+                write_all(self.sink, sealed, written if self._commit == "written" else None)
                 self._since_checkpoint += len(sealed)
-                self.last_error = None
+                self.last_error = self.sync_error = None
             except (SinkError, EngineError, OSError, AuditKeyError) as failure:
                 error = failure
             except Exception as failure:  # a bug: held and reported like a sink failure, never fatal
                 log.exception("audit writer failed on a batch of %d record(s)", len(batch))
                 error = failure
+            # written, the sync failed: the lines are in the file and are never written again
+            # (their sequences would repeat); reported until a later batch syncs
+            in_file = error is not None and (answered or isinstance(error, SyncError))
             if error is not None:
-                self.last_error = str(error)
                 self.metrics.sink_failures.labels(self.sink.name).inc()
+                if in_file:
+                    if not answered:  # ``group``: answered as a held record would be, not re-sent
+                        assert chain is not None and self._chain is not None
+                        self._chain.head = chain.head
+                        self._answer(batch, sealed)
+                    self._since_checkpoint += len(sealed)
+                    self.sync_error = str(error)
+                else:
+                    self.last_error = str(error)
+                    self._hold()
+            elif not answered:
+                assert chain is not None and self._chain is not None
+                self._chain.head = chain.head
+                self._answer(batch, sealed)
             self._checkpoint_if_due()
-        with self._state:
-            if error is None:
-                for ticket, record in zip(batch, sealed, strict=True):
-                    self._queue.popleft()
-                    ticket.sealed = record
-                    ticket.settle()
+        if error is not None:
+            held = self.buffered_total()
+            if in_file:
+                log.warning("audit sink %s failed to sync %d written record(s): %s",
+                            self.sink.describe(), len(sealed), error)
             else:
-                for ticket in self._queue:  # everyone waiting is answered: held, in order
-                    ticket.settle()
+                log.warning("audit sink %s failed, %d record(s) held: %s", self.sink.describe(), held, error)
+        return error is None or in_file
+
+    def _answer(self, batch: list[_Ticket], sealed: list[dict[str, Any]]) -> None:
+        """The batch is written (and synced, unless the commit level is ``written``): off the
+        queue, its requests woken."""
+        with self._state:
+            for ticket, record in zip(batch, sealed, strict=True):
+                self._queue.popleft()
+                ticket.sealed = record
+                ticket.settle()
             self._attempts += 1
             self.metrics.buffered.set(len(self._queue))
             self._state.notify_all()
-            held = len(self._queue)
-        if error is not None:
-            log.warning("audit sink %s failed, %d record(s) held: %s", self.sink.describe(), held, error)
-        return error is None
+
+    def _hold(self) -> None:
+        """The batch failed: everyone waiting is answered, their records held, in order."""
+        with self._state:
+            for ticket in self._queue:
+                ticket.settle()
+            self._attempts += 1
+            self.metrics.buffered.set(len(self._queue))
+            self._state.notify_all()
 
     # --- checkpoints ----------------------------------------------------------------
 
@@ -388,6 +452,12 @@ class ChainedLog:
                 self._checkpoint(reason)
         finally:
             self._io.release()
+
+    def quiesce(self) -> None:
+        """Return once the writer is done with the batch it is on, its sync and any checkpoint
+        it fell due for included (a request is answered before those)."""
+        with self._io:
+            pass
 
     # --- reading --------------------------------------------------------------------
 

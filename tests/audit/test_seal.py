@@ -145,7 +145,9 @@ def test_checkpoints_every_t_seconds_on_the_monotonic_clock(tmp_path: Path) -> N
     now = [100.0]
     recorder = _recorder(tmp_path, instance_id="w", checkpoint_every_records=1000, checkpoint_every_s=10,
                          monotonic=lambda: now[0])
+    log = recorder.decisions  # a request is answered before its writer checkpoints: quiesce() waits
     recorder.failure("req-0", ERROR)
+    log.quiesce()
     assert not (tmp_path / "checkpoints.jsonl").exists()
     now[0] += 10
     assert recorder.status() == "ok"  # /readyz asks: the head is checkpointed without a new record
@@ -153,9 +155,11 @@ def test_checkpoints_every_t_seconds_on_the_monotonic_clock(tmp_path: Path) -> N
     recorder.failure("req-1", ERROR)
     now[0] += 9
     recorder.failure("req-2", ERROR)
+    log.quiesce()
     assert [c["sequence"] for c in _checkpoints(tmp_path)] == [0]
     now[0] += 1
     recorder.failure("req-3", ERROR)
+    log.quiesce()
     assert [c["sequence"] for c in _checkpoints(tmp_path)] == [0, 3]
 
 
@@ -185,6 +189,7 @@ def test_a_failing_checkpoint_store_is_reported_retried_later_and_loses_no_recor
     store.failing = False
     now[0] += 5
     recorder.failure("req-2", ERROR)
+    recorder.decisions.quiesce()  # answered before the writer checkpoints: wait for its checkpoint
     assert store.tries == 2 and recorder.status() == "ok"
     assert [c["sequence"] for c in _checkpoints(tmp_path)] == [2]
 

@@ -106,6 +106,7 @@ def test_shutdown_is_checkpointed_even_when_an_interval_checkpoint_holds_the_hea
     recorder = jsonl_recorder(tmp_path, checkpoint_every_records=3)
     for n in range(6):
         recorder.failure(f"req-{n}", ERROR)  # group commit: one batch each, interval at 2 and 5
+        recorder.decisions.quiesce()  # answered before the writer checkpoints: wait for it
     checkpoints_path = tmp_path / "checkpoints.jsonl"
 
     def checkpoints() -> list[tuple[int, str]]:

@@ -4,9 +4,11 @@
   the tiny queue fills, the requests beyond it are refused 503 ``audit_backlog`` at once,
   the queued ones wait for their fsync and are served once the lock is let go, and the log
   holds exactly one record per served request, none for the refused ones;
-- threads x requests at once on ``--workers 2``: one record per request, the chain verifies;
+- threads x requests at once on ``--workers 2``: one record per request, the chain verifies
+  (``group`` and ``written``);
 - SIGKILL in the middle of a load: ``audit verify`` says ok or unvouched tail (0 or 7),
-  never broken, and every request answered 200 has its record in the file (group commit).
+  never broken, and every request answered 200 has its record in the file (group commit, and
+  the ``written`` commit level: a killed process loses nothing the kernel already holds).
 """
 
 from __future__ import annotations
@@ -147,12 +149,14 @@ def test_a_full_queue_refuses_with_503_and_loses_no_served_record(
                                     "verify_exit": verified})
 
 
+@pytest.mark.parametrize("commit", ["group", "written"])
 def test_concurrent_requests_get_exactly_one_record_each(
     engine_url: str, ready: Ready,  # noqa: F811
-    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], commit: str,
 ) -> None:
     threads, per_thread = 6, 10
-    process, url = _serve(tmp_path, engine_url, workers=2, GOVSEARCH_AUDIT_BATCH="4")
+    process, url = _serve(tmp_path, engine_url, workers=2, GOVSEARCH_AUDIT_BATCH="4",
+                          GOVSEARCH_AUDIT_COMMIT=commit)
 
     def load(thread: int) -> list[tuple[int, str, str | None]]:
         with httpx.Client(base_url=url, timeout=60) as client:
@@ -172,16 +176,19 @@ def test_concurrent_requests_get_exactly_one_record_each(
     assert report["records"] == threads * per_thread
     for seen in report["writers"].values():  # the head checkpointed (at shutdown, unless just before)
         assert (seen["checkpoint_status"], seen["after_checkpoint"]) == ("ok", 0), seen
-    record("audit_writer_concurrent", {"threads": threads, "per_thread": per_thread,
-                                       "writers": len(report["writers"]), "records": report["records"],
-                                       "verify_exit": verified})
+    name = "audit_writer_concurrent" if commit == "group" else f"audit_writer_concurrent_{commit}"
+    record(name, {"commit": commit, "threads": threads, "per_thread": per_thread,
+                  "writers": len(report["writers"]), "records": report["records"], "verify_exit": verified})
 
 
+@pytest.mark.parametrize("commit", ["group", "written"])
 def test_sigkill_mid_load_leaves_every_answered_request_recorded(
     engine_url: str, ready: Ready,  # noqa: F811
-    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], commit: str,
 ) -> None:
-    process, url = _serve(tmp_path, engine_url)
+    """Both commit levels that wait promise this (``written``: the batch was written, in the
+    kernel, when the request was answered; the sync after it may not have run)."""
+    process, url = _serve(tmp_path, engine_url, GOVSEARCH_AUDIT_COMMIT=commit)
     answered: list[str] = []
     failures: list[str] = []
     stop = threading.Event()
@@ -224,6 +231,7 @@ def test_sigkill_mid_load_leaves_every_answered_request_recorded(
     verified, report = _verify(tmp_path, capsys)
     assert verified in {0, EXIT_AUDIT_INCOMPLETE}, report  # ok, or a tail after the last checkpoint
     assert report["broken"] is None, report
-    record("audit_writer_sigkill", {"answered_200": len(answered), "records": sum(written.values()),
-                                    "in_flight_recorded_unanswered": sum(written.values()) - len(answered),
-                                    "verify_exit": verified})
+    name = "audit_writer_sigkill" if commit == "group" else f"audit_writer_sigkill_{commit}"
+    record(name, {"commit": commit, "answered_200": len(answered), "records": sum(written.values()),
+                  "in_flight_recorded_unanswered": sum(written.values()) - len(answered),
+                  "verify_exit": verified})

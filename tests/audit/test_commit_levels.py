@@ -1,0 +1,202 @@
+"""The commit levels side by side (ADR 0034): when a request is answered, against a real JSONL
+file whose write is held (the ``flock`` every append takes, held by the test) or whose sync is
+held (the sink's own sync, let through by the test): ``group`` waits for the sync, ``written``
+for the write only, ``queued`` for neither. Also: a batch whose sync fails is reported and
+never written twice; the event-loop wait (``append_async``) keeps the same levels."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from control_plane.audit.checkpoints import FileCheckpoints
+from control_plane.audit.record import ErrorOut
+from control_plane.audit.recorder import Recorder
+from control_plane.audit.sinks import JsonlSink
+from control_plane.audit.verify import verify_lines
+from control_plane.config import Settings
+from tests.audit.conftest import jsonl_recorder, write_keys
+from tests.audit.test_writer import held
+from tests.clocks import FIXED_CLOCK
+
+ERROR = ErrorOut(code="engine_unavailable", message="down", status=503)
+SETTLE_S = 0.5
+"""how long a test gives a request that must NOT be answered yet to be answered anyway"""
+
+
+class HeldSyncSink(JsonlSink):
+    """A JSONL sink whose sync to disk waits until the test lets it through (``release``); the
+    write before it is the sink's own. ``fail`` makes the next sync raise as a failing disk would."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.syncing = threading.Event()
+        self.release = threading.Event()
+        self.fail: OSError | None = None
+        self.syncs = 0
+
+    def _sync(self, fd: int) -> None:
+        self.syncing.set()
+        assert self.release.wait(timeout=30), "the test never let the sync through"
+        self.syncs += 1
+        if self.fail is not None:
+            failure, self.fail = self.fail, None
+            raise failure
+        super()._sync(fd)
+
+
+def _recorder(tmp_path: Path, commit: str, sink: JsonlSink | None = None) -> Recorder:
+    _, keys = write_keys(tmp_path)
+    return Recorder(
+        sink or JsonlSink(tmp_path / "decisions.jsonl"), JsonlSink(tmp_path / "events.jsonl"),
+        instance_id="test-writer", keys=keys, checkpoints=FileCheckpoints(tmp_path / "checkpoints.jsonl"),
+        commit=commit, clock=FIXED_CLOCK,  # type: ignore[arg-type]
+    )
+
+
+def _ids(path: Path) -> list[str]:
+    return [json.loads(line)["request_id"] for line in path.read_text().splitlines() if line.strip()]
+
+
+def _answer_in_thread(recorder: Recorder, request_id: str) -> tuple[threading.Thread, threading.Event]:
+    answered = threading.Event()
+
+    def request() -> None:
+        recorder.failure(request_id, ERROR)
+        answered.set()
+
+    thread = threading.Thread(target=request)
+    thread.start()
+    return thread, answered
+
+
+def test_the_levels_are_configuration() -> None:
+    assert Settings().audit.commit == "group"  # the default: a 200 means on disk
+    for level in ("group", "written", "queued"):
+        assert Settings.model_validate({"audit": {"commit": level}}).audit.commit == level
+    with pytest.raises(ValueError):
+        Settings.model_validate({"audit": {"commit": "fsynced-later"}})
+
+
+@pytest.mark.parametrize("commit", ["group", "written"])
+def test_group_and_written_wait_for_the_write(tmp_path: Path, commit: str) -> None:
+    recorder = _recorder(tmp_path, commit)
+    path = tmp_path / "decisions.jsonl"
+    with held(path):  # the append cannot take the file's lock: nothing can be written
+        thread, answered = _answer_in_thread(recorder, "req-0")
+        assert not answered.wait(timeout=SETTLE_S)  # not answered while its record is not written
+        assert path.read_text() == ""
+    thread.join(timeout=30)
+    assert answered.is_set() and _ids(path) == ["req-0"]
+    recorder.close()
+
+
+def test_written_answers_before_the_sync_and_group_only_after(tmp_path: Path) -> None:
+    for commit in ("written", "group"):
+        directory = tmp_path / commit
+        directory.mkdir()
+        sink = HeldSyncSink(directory / "decisions.jsonl")
+        recorder = _recorder(directory, commit, sink)
+        thread, answered = _answer_in_thread(recorder, "req-0")
+        assert sink.syncing.wait(timeout=30)  # written to the file, the sync held
+        assert _ids(sink.path) == ["req-0"]
+        if commit == "written":
+            assert answered.wait(timeout=30)  # answered with the sync still held
+            assert sink.syncs == 0
+        else:
+            assert not answered.wait(timeout=SETTLE_S)  # group: not before the sync returned
+        sink.release.set()
+        thread.join(timeout=30)
+        recorder.decisions.quiesce()  # written: the sync follows the answer
+        assert answered.is_set() and sink.syncs == 1
+        recorder.close()
+        assert verify_lines(sink.lines()).ok
+
+
+def test_the_event_loop_wait_keeps_the_levels(tmp_path: Path) -> None:
+    """``append_async`` (the cached searches on the loop): ``written`` resolves with the sync
+    held, ``group`` only once it returned; the sealed record comes back either way."""
+
+    async def wait_for(recorder: Recorder, sink: HeldSyncSink) -> tuple[bool, dict[str, Any] | None]:
+        data = recorder._failure_data("req-loop", ERROR)
+        task = asyncio.ensure_future(recorder.decisions.append_async(data))
+        while not sink.syncing.is_set():  # the loop stays free meanwhile
+            await asyncio.sleep(0.01)
+        done_before_sync = False
+        try:
+            await asyncio.wait_for(asyncio.shield(task), SETTLE_S)
+            done_before_sync = True
+        except TimeoutError:
+            pass
+        sink.release.set()
+        return done_before_sync, await task
+
+    for commit, answered_before_sync in (("written", True), ("group", False)):
+        directory = tmp_path / commit
+        directory.mkdir()
+        sink = HeldSyncSink(directory / "decisions.jsonl")
+        recorder = _recorder(directory, commit, sink)
+        before, sealed = asyncio.run(wait_for(recorder, sink))
+        assert before is answered_before_sync, commit
+        assert sealed is not None and sealed["request_id"] == "req-loop" and sealed["sequence"] == 0
+        recorder.close()
+
+
+@pytest.mark.parametrize("commit", ["group", "written"])
+def test_a_failed_sync_is_reported_and_the_batch_never_written_twice(tmp_path: Path, commit: str) -> None:
+    """The batch is in the file when its sync fails (an I/O error): writing it again would
+    repeat its sequences (``verify``: broken). Its request is answered (``group``: as a held
+    record's would be; ``written``: it already was), the failure counted and reported by
+    ``/readyz`` until a later batch syncs."""
+    sink = HeldSyncSink(tmp_path / "decisions.jsonl")
+    sink.release.set()
+    recorder = _recorder(tmp_path, commit, sink)
+    sink.fail = OSError(5, "Input/output error")
+    recorder.failure("req-0", ERROR)
+    recorder.decisions.quiesce()
+    status = recorder.status()
+    assert "failed to sync" in status and "Input/output error" in status, status
+    assert recorder.decisions.buffered_total() == 0  # in the file: not held, not to be written again
+    metrics = recorder.metrics.render().decode()
+    assert 'govsearch_audit_sink_failures_total{sink="jsonl"} 1.0' in metrics
+    recorder.failure("req-1", ERROR)  # the next batch syncs: the failure is over
+    recorder.decisions.quiesce()
+    assert recorder.status() == "ok"
+    recorder.close()
+    assert _ids(sink.path) == ["req-0", "req-1"]
+    report = verify_lines(sink.lines())
+    assert report.ok and report.records == 2, report
+
+
+def test_a_failed_write_still_holds_the_batch_and_retries_it(tmp_path: Path) -> None:
+    """Nothing written (the file cannot be opened): the batch is held in memory and retried,
+    as before the commit levels; once the sink is back it is written once."""
+    recorder = _recorder(tmp_path, "group")
+    good = recorder.decisions.sink.path  # type: ignore[attr-defined]
+    blocker = tmp_path / "blocked"
+    blocker.write_text("a file where a directory should be")
+    recorder.decisions.sink.path = blocker / "decisions.jsonl"  # type: ignore[attr-defined]
+    recorder.failure("req-0", ERROR)
+    assert recorder.decisions.buffered_total() == 1 and recorder.decisions.last_error is not None
+    recorder.decisions.sink.path = good  # type: ignore[attr-defined]
+    assert recorder.status() == "ok"  # /readyz retries the held batch
+    recorder.close()
+    assert _ids(good) == ["req-0"]
+    assert verify_lines(JsonlSink(good).lines()).ok
+
+
+def test_queued_answers_with_the_write_held(tmp_path: Path) -> None:
+    recorder = jsonl_recorder(tmp_path, commit="queued")
+    path = tmp_path / "decisions.jsonl"
+    with held(path):
+        thread, answered = _answer_in_thread(recorder, "req-0")
+        assert answered.wait(timeout=30)
+        assert path.read_text() == ""
+    thread.join(timeout=30)
+    recorder.close()
+    assert _ids(path) == ["req-0"]
