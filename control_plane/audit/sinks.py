@@ -114,6 +114,22 @@ def _sync_directory(directory: Path) -> None:
         os.close(fd)
 
 
+def _append(fd: int, line: bytes, size: int) -> None:
+    """``line`` at the end of the file (``O_APPEND``, under the caller's ``flock``), whole or
+    not at all: a write cut short (a full disk, a quota) is undone by cutting the file back
+    to ``size``, so the batch's retry does not follow a part of itself (a torn line, or
+    records already in the file: the chain would read them twice). Should the cut fail
+    too, its error is raised."""
+    done = 0
+    try:
+        while done < len(line):  # a short write (rare): finished under the lock
+            done += os.write(fd, line[done:])
+    except OSError:
+        if done:
+            os.ftruncate(fd, size)
+        raise
+
+
 class JsonlSink:
     """Append one canonical JSON line per record; synced to disk before returning.
 
@@ -150,15 +166,15 @@ class JsonlSink:
             except FileNotFoundError:  # no directory yet (the first record): made once, not per batch
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o640)
+            in_file = False
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 try:
                     size = os.fstat(fd).st_size
                     if size and os.pread(fd, 1, size - 1) != b"\n":
                         line = b"\n" + line  # a torn line before us stays torn, alone
-                    written_bytes = os.write(fd, line)
-                    while written_bytes < len(line):  # a short write (rare): finish it under the lock
-                        written_bytes += os.write(fd, line[written_bytes:])
+                    _append(fd, line, size)
+                    in_file = True
                 finally:
                     fcntl.flock(fd, fcntl.LOCK_UN)
                 if written is not None:
@@ -170,8 +186,13 @@ class JsonlSink:
                 except OSError as error:
                     raise SyncError(f"wrote to {self.path} but cannot sync it: {error}") from error
             finally:
-                os.close(fd)
-        except OSError as error:
+                try:
+                    os.close(fd)
+                except OSError as error:  # the lines are in the file: never written again
+                    if in_file:
+                        raise SyncError(f"wrote to {self.path} but cannot close it: {error}") from error
+                    raise
+        except OSError as error:  # nothing of the batch is in the file: it is held and retried
             raise SinkError(f"cannot append to {self.path}: {error}") from error
 
     def _sync(self, fd: int) -> None:

@@ -7,13 +7,16 @@ never written twice; the event-loop wait (``append_async``) keeps the same level
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
+import os
 import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from control_plane.audit import sinks
 from control_plane.audit.checkpoints import FileCheckpoints
 from control_plane.audit.record import ErrorOut
 from control_plane.audit.recorder import Recorder
@@ -188,6 +191,88 @@ def test_a_failed_write_still_holds_the_batch_and_retries_it(tmp_path: Path) -> 
     recorder.close()
     assert _ids(good) == ["req-0"]
     assert verify_lines(JsonlSink(good).lines()).ok
+
+
+class FullDiskSink(JsonlSink):
+    """A JSONL sink on a disk that fills up: while ``full``, a write stores the first half of
+    what it is given and then fails (ENOSPC), as a real write cut short does."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.full = False
+
+    def write_many(self, records: list[dict[str, Any]], **options: Any) -> None:
+        if not self.full:
+            return super().write_many(records, **options)
+        real = os.write
+
+        def half_then_full(fd: int, data: bytes) -> int:
+            os.write = refuse  # type: ignore[assignment]
+            return real(fd, bytes(data)[: max(1, len(data) // 2)])
+
+        def refuse(fd: int, data: bytes) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        os.write = half_then_full  # type: ignore[assignment]
+        try:
+            return super().write_many(records, **options)
+        finally:
+            os.write = real
+
+
+@pytest.mark.parametrize("commit", ["group", "written"])
+def test_a_write_cut_short_leaves_no_part_of_its_batch(tmp_path: Path, commit: str) -> None:
+    """A full disk stops a batch's write halfway: the part written is cut off again (under the
+    lock), so the held batch's retry is the only copy of it (without the cut, the retry
+    follows a torn line or records the file already has: ``verify`` says broken)."""
+    sink = FullDiskSink(tmp_path / "decisions.jsonl")
+    recorder = _recorder(tmp_path, commit, sink)
+    recorder.failure("req-0", ERROR)
+    before = sink.path.read_bytes()
+    sink.full = True
+    recorder.failure("req-1", ERROR)
+    assert recorder.decisions.buffered_total() == 1 and "No space left" in str(recorder.decisions.last_error)
+    assert sink.path.read_bytes() == before, "the part written was cut off"
+    sink.full = False
+    recorder.failure("req-2", ERROR)  # the held batch first, then this one
+    recorder.close()
+    assert _ids(sink.path) == ["req-0", "req-1", "req-2"]
+    report = verify_lines(sink.lines())
+    assert report.ok and report.records == 3, report
+
+
+def test_a_close_that_fails_after_the_write_never_writes_the_batch_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``close`` can report an error of a write it flushed (network file systems): the lines
+    are in the file by then, so the batch counts as written, not held for a retry."""
+    recorder = _recorder(tmp_path, "group")
+    path = tmp_path / "decisions.jsonl"
+    real = os.close
+    failing: set[int] = set()
+    original_append = sinks._append
+
+    def append(fd: int, line: bytes, size: int) -> None:
+        original_append(fd, line, size)
+        if line.rstrip().endswith(b"}") and b'"req-0"' in line:
+            failing.add(fd)
+
+    def close(fd: int) -> None:
+        real(fd)
+        if fd in failing:
+            failing.discard(fd)
+            raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(sinks, "_append", append)
+    monkeypatch.setattr(os, "close", close)
+    recorder.failure("req-0", ERROR)
+    recorder.decisions.quiesce()
+    monkeypatch.undo()
+    assert recorder.decisions.buffered_total() == 0 and "cannot close" in recorder.status()
+    recorder.failure("req-1", ERROR)
+    recorder.close()
+    assert _ids(path) == ["req-0", "req-1"]
+    assert verify_lines(JsonlSink(path).lines()).ok
 
 
 def test_queued_answers_with_the_write_held(tmp_path: Path) -> None:
