@@ -146,8 +146,10 @@ class ChainedLog:
         self._kick = False
         self.last_error: str | None = None
         self.sync_error: str | None = None
-        """the last batch was written but its sync failed (its lines are in the file, its
-        requests answered; cleared by the next batch synced)"""
+        """a batch was written but its sync failed (its lines are in the file, its requests
+        answered). Kept until the process restarts: after a failed ``fsync`` the kernel may
+        have dropped those pages, and a later sync that succeeds does not bring them back
+        (``audit verify`` against the checkpoints tells whether they reached the disk)"""
         self.refused = 0
         self.checkpoint_error: str | None = None
         self._checkpointed: tuple[tuple[int, str], str] | None = None
@@ -266,7 +268,8 @@ class ChainedLog:
         if thread is not None:
             thread.join()
         with self._state:
-            self._thread = None
+            if self._thread is thread:  # not one a record queued meanwhile started (it runs on)
+                self._thread = None
             self._stopping = False
         self.checkpoint(reason)
 
@@ -338,14 +341,14 @@ class ChainedLog:
                     sealed.append(record)
                 write_all(self.sink, sealed, written if self._commit == "written" else None)
                 self._since_checkpoint += len(sealed)
-                self.last_error = self.sync_error = None
+                self.last_error = None  # (a failed sync stays reported: ``sync_error``)
             except (SinkError, EngineError, OSError, AuditKeyError) as failure:
                 error = failure
             except Exception as failure:  # a bug: held and reported like a sink failure, never fatal
                 log.exception("audit writer failed on a batch of %d record(s)", len(batch))
                 error = failure
             # written, the sync failed: the lines are in the file and are never written again
-            # (their sequences would repeat); reported until a later batch syncs
+            # (their sequences would repeat); reported until the process restarts
             in_file = error is not None and (answered or isinstance(error, SyncError))
             if error is not None:
                 self.metrics.sink_failures.labels(self.sink.name).inc()
@@ -355,6 +358,7 @@ class ChainedLog:
                         self._chain.head = chain.head
                         self._answer(batch, sealed)
                     self._since_checkpoint += len(sealed)
+                    self.last_error = None  # the write went through: what is held drains on
                     self.sync_error = str(error)
                 else:
                     self.last_error = str(error)

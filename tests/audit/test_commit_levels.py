@@ -155,7 +155,7 @@ def test_a_failed_sync_is_reported_and_the_batch_never_written_twice(tmp_path: P
     """The batch is in the file when its sync fails (an I/O error): writing it again would
     repeat its sequences (``verify``: broken). Its request is answered (``group``: as a held
     record's would be; ``written``: it already was), the failure counted and reported by
-    ``/readyz`` until a later batch syncs."""
+    ``/readyz`` until the process restarts."""
     sink = HeldSyncSink(tmp_path / "decisions.jsonl")
     sink.release.set()
     recorder = _recorder(tmp_path, commit, sink)
@@ -167,13 +167,70 @@ def test_a_failed_sync_is_reported_and_the_batch_never_written_twice(tmp_path: P
     assert recorder.decisions.buffered_total() == 0  # in the file: not held, not to be written again
     metrics = recorder.metrics.render().decode()
     assert 'govsearch_audit_sink_failures_total{sink="jsonl"} 1.0' in metrics
-    recorder.failure("req-1", ERROR)  # the next batch syncs: the failure is over
-    recorder.decisions.quiesce()
-    assert recorder.status() == "ok"
+    recorder.failure("req-1", ERROR)  # the next batch syncs: the failure stays reported, as
+    recorder.decisions.quiesce()  # the pages of the failed sync may be gone (fsync reports once)
+    assert "failed to sync" in recorder.status()
     recorder.close()
     assert _ids(sink.path) == ["req-0", "req-1"]
     report = verify_lines(sink.lines())
     assert report.ok and report.records == 2, report
+
+
+def test_held_records_drain_on_after_a_batch_whose_sync_failed(tmp_path: Path) -> None:
+    """Records held by a failing sink, more than one batch of them; the sink comes back, and
+    the first batch's sync fails: that batch is in the file, so what is held behind it is
+    written on at once, and the request that queued last is answered (it waited for a kick
+    that was never coming while the old failure was still the writer's last word)."""
+    _, keys = write_keys(tmp_path)
+    sink = HeldSyncSink(tmp_path / "decisions.jsonl")
+    sink.release.set()
+    recorder = Recorder(
+        sink, JsonlSink(tmp_path / "events.jsonl"), instance_id="test-writer", keys=keys,
+        checkpoints=FileCheckpoints(tmp_path / "checkpoints.jsonl"), batch=2, clock=FIXED_CLOCK,
+    )
+    good = sink.path
+    blocker = tmp_path / "blocked"
+    blocker.write_text("a file where a directory should be")
+    sink.path = blocker / "decisions.jsonl"
+    for number in range(3):
+        recorder.failure(f"req-{number}", ERROR)  # held: the file cannot be opened
+    assert recorder.decisions.buffered_total() == 3
+    sink.path = good
+    sink.fail = OSError(errno.EIO, "Input/output error")
+    thread, answered = _answer_in_thread(recorder, "req-3")
+    assert answered.wait(timeout=10), "the last request was left waiting"
+    thread.join(timeout=30)
+    recorder.decisions.quiesce()
+    assert recorder.decisions.buffered_total() == 0
+    assert "failed to sync" in recorder.status()
+    recorder.close()
+    assert _ids(good) == ["req-0", "req-1", "req-2", "req-3"]
+    assert verify_lines(JsonlSink(good).lines()).ok
+
+
+def test_a_record_queued_while_the_writer_stops_keeps_one_writer(tmp_path: Path) -> None:
+    """A record queued between the writer's stop and ``close`` taking the lock again (a
+    cancelled request's record, say) starts a writer of its own; ``close`` must not forget
+    that one (the next record would start a second, and two writers take the same batch)."""
+    recorder = _recorder(tmp_path, "group")
+    log = recorder.decisions
+    recorder.failure("req-0", ERROR)
+    stopped = log._thread
+    assert stopped is not None
+    join = stopped.join
+
+    def join_then_queue(timeout: float | None = None) -> None:
+        join(timeout)
+        recorder.failure("req-1", ERROR)  # the stopped writer is gone: this starts another
+
+    stopped.join = join_then_queue  # type: ignore[method-assign]
+    log.close()
+    assert log._thread is not None and log._thread is not stopped, "the writer started meanwhile is kept"
+    recorder.failure("req-2", ERROR)
+    recorder.close()
+    path = tmp_path / "decisions.jsonl"
+    assert _ids(path) == ["req-0", "req-1", "req-2"]
+    assert verify_lines(JsonlSink(path).lines()).ok
 
 
 def test_a_failed_write_still_holds_the_batch_and_retries_it(tmp_path: Path) -> None:
