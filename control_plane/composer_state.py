@@ -106,9 +106,10 @@ class State:
                 "reason": reason,
             },
         )
-        return self.evolved(resolutions=(*self.resolutions, resolution))
+        return self.noted(resolution)
 
     def noted(self, resolution: Resolution) -> State:
+        """``resolution`` appended (one already made: :meth:`record` makes one)."""
         return self.evolved(resolutions=(*self.resolutions, resolution))
 
     def draft(self) -> State:
@@ -150,22 +151,7 @@ class Draft(State):
         self.__dict__.update(changes)
         return self
 
-    def record(self, key: str, strategy: str, winner: Actor, losers: Sequence[Actor], reason: str) -> State:
-        resolution = made(
-            Resolution,
-            {
-                "field": key,
-                "strategy": strategy,
-                "winner": winner.policy.id,
-                "losers": _ids(losers),
-                "reason": reason,
-            },
-        )
-        values = self.__dict__
-        values["resolutions"] = (*values["resolutions"], resolution)
-        return self
-
-    def noted(self, resolution: Resolution) -> State:
+    def noted(self, resolution: Resolution) -> State:  # (``record`` comes here too)
         values = self.__dict__
         values["resolutions"] = (*values["resolutions"], resolution)
         return self
