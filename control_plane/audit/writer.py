@@ -322,8 +322,10 @@ class ChainedLog:
         answered = False
         chain: Chain | None = None
 
-        def written() -> None:  # the batch is written (``written`` commit): answer before the sync
+        def answer() -> None:  # the batch is in the sink: the head moves, its requests are woken
             nonlocal answered
+            if answered:
+                return
             assert self._chain is not None and chain is not None
             self._chain.head = chain.head
             self._answer(batch, sealed)
@@ -339,7 +341,7 @@ class ChainedLog:
                     record = chain.seal(ticket.record)
                     chain.advance(record)
                     sealed.append(record)
-                write_all(self.sink, sealed, written if self._commit == "written" else None)
+                write_all(self.sink, sealed, answer if self._commit == "written" else None)  # before the sync
                 self._since_checkpoint += len(sealed)
                 self.last_error = None  # (a failed sync stays reported: ``sync_error``)
             except (SinkError, EngineError, OSError, AuditKeyError) as failure:
@@ -353,20 +355,15 @@ class ChainedLog:
             if error is not None:
                 self.metrics.sink_failures.labels(self.sink.name).inc()
                 if in_file:
-                    if not answered:  # ``group``: answered as a held record would be, not re-sent
-                        assert chain is not None and self._chain is not None
-                        self._chain.head = chain.head
-                        self._answer(batch, sealed)
+                    answer()  # ``group``: answered as a held record would be, never re-sent
                     self._since_checkpoint += len(sealed)
                     self.last_error = None  # the write went through: what is held drains on
                     self.sync_error = str(error)
                 else:
                     self.last_error = str(error)
                     self._hold()
-            elif not answered:
-                assert chain is not None and self._chain is not None
-                self._chain.head = chain.head
-                self._answer(batch, sealed)
+            else:
+                answer()
             self._checkpoint_if_due()
         if error is not None:
             held = self.buffered_total()
