@@ -11,8 +11,16 @@ in a temporary directory), and measures, interleaved in one run:
   percolates, composes, renders and runs its tiers as the first one did) against
   ``POST /<catalog alias>/_search`` with the final DSL the service serves for that intent at
   the same instant, one httpx client each, the order alternating every round;
+  Two more servers run beside them in the same rounds: ``written`` (a third ``govsearch
+  serve`` with ``audit.commit: written``: a record in the file, not yet synced, when the
+  answer goes; ADR 0034) and the **floor** (:mod:`bench.floor`: the same request to a
+  minimal Python front end on uvloop and httptools that sends the intent's warm ``_msearch``
+  through govsearch's engine client and returns the engine's bytes, no governing at all):
+  floor / raw is what a second HTTP hop through Python costs by itself, governed / floor
+  what govsearch's own work costs on top;
 - throughput at concurrency 1, 4 and 16: as many threads, each with its own connection,
-  sending requests for ``S`` seconds, governed then raw, alternating.
+  sending requests for ``S`` seconds, governed, floor and raw one after another, the order
+  alternating per level.
 
 The engine round trips per search, cold and warm, are counted in process
 (``Outcome.engine_requests``) on the same intents. ``--tier-batching`` sets the server's
@@ -26,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import os
 import shlex
 import signal
@@ -35,6 +44,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -46,11 +56,17 @@ from bench.stats import summary
 from control_plane.bootstrap import prepare, profile_of
 from control_plane.config import EngineSettings, Settings
 from control_plane.engine import Engine
+from control_plane.engine.base import msearch_lines
 from control_plane.service import SearchRequest, SearchService
 from control_plane.times import system_clock
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CONCURRENCY = (1, 4, 16)
+CLIENT_HEADERS = {"Accept-Encoding": "identity"}
+"""what every client of the bench sends: httpx asks for gzip by default, and the engine then
+compresses its answers to the raw client (about 0.5 ms of engine CPU and 0.3 ms per request
+here), which govsearch's own engine client never asks for: the raw side would be slowed by
+work the governed side does not have"""
 
 
 def _serve(
@@ -62,11 +78,41 @@ def _serve(
     return environment.serve(url, workers, directory, extra)
 
 
+def _floor(
+    url: str, workers: int, directory: Path, bodies: Mapping[str, str]
+) -> tuple[subprocess.Popen[bytes], str]:
+    """:mod:`bench.floor` on a free port, ``workers`` processes in a process group of its own;
+    returns once it answers a search."""
+    path = directory / "floor-bodies.json"
+    directory.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(dict(bodies)), encoding="utf-8")
+    port = environment.free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bench.floor", "--engine-url", url, "--port", str(port),
+         "--bodies", str(path), "--workers", str(workers)],
+        start_new_session=True, stdout=subprocess.DEVNULL, stderr=(directory / "floor.log").open("wb"),
+    )
+    served = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"bench.floor ended: {(directory / 'floor.log').read_text()}")
+        try:
+            first = {"intent": next(iter(bodies))}
+            httpx.post(served + "/v1/search", json=first, timeout=5).raise_for_status()
+            return process, served
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    os.killpg(process.pid, signal.SIGKILL)
+    raise SystemExit("bench.floor did not answer within 60 s")
+
+
 def _single_client(
     call: Mapping[str, Callable[[httpx.Client, str], None]], bases: dict[str, str], intents: list[str],
     warmup: int, rounds: int,
 ) -> dict[str, Any]:
-    clients = {variant: httpx.Client(base_url=base, timeout=30) for variant, base in bases.items()}
+    clients = {variant: httpx.Client(base_url=base, timeout=30, headers=CLIENT_HEADERS)
+               for variant, base in bases.items()}
     samples: dict[str, list[int]] = {variant: [] for variant in call}
     variants = list(call)
     try:
@@ -83,7 +129,8 @@ def _single_client(
             client.close()
     latency = {variant: summary(values) for variant, values in samples.items()}
     raw = latency["raw"]
-    ratios = {"": "governed", "cold_": "governed_cold", "new_user_": "governed_new_user"}
+    ratios = {"": "governed", "cold_": "governed_cold", "new_user_": "governed_new_user",
+              "written_": "governed_written", "floor_": "floor"}
     return {"latency": latency} | {
         f"{prefix}ratio_{p}": round(latency[variant][f"{p}_ms"] / raw[f"{p}_ms"], 2)
         for prefix, variant in ratios.items() if variant in latency for p in ("p50", "p95", "p99")
@@ -124,7 +171,7 @@ def _metered(
     stop = time.monotonic() + seconds
 
     def worker(number: int) -> None:
-        with httpx.Client(base_url=base, timeout=30) as client:
+        with httpx.Client(base_url=base, timeout=30, headers=CLIENT_HEADERS) as client:
             while time.monotonic() < stop:
                 send(client, intents[(number + done[number]) % len(intents)])
                 done[number] += 1
@@ -171,29 +218,41 @@ def run(
         client.post(f"/{alias}/_search", json=dsl[intent]).raise_for_status()
 
     call = {"governed": governed, "governed_new_user": governed_new_user, "governed_cold": governed,
-            "raw": raw}
+            "governed_written": governed, "floor": governed, "raw": raw}
+    # what govsearch sends for a warm search: the served tier alone, in one _msearch
+    bodies = {i: msearch_lines([(alias, json.dumps(dsl[i], ensure_ascii=False))]) for i in intents}
     with tempfile.TemporaryDirectory(prefix="govsearch-bench-http-") as directory:
         process, served = _serve(url, workers, Path(directory) / "warm", batching)
         uncached, cold = _serve(url, workers, Path(directory) / "cold", batching, plan_cache=0)
-        bases = {"governed": served, "governed_new_user": served, "governed_cold": cold, "raw": url}
+        written, served_written = environment.serve(
+            url, workers, Path(directory) / "written",
+            {"GOVSEARCH_TIER_BATCHING": batching, "GOVSEARCH_AUDIT_COMMIT": "written"},
+        )
+        floor, served_floor = _floor(url, workers, Path(directory) / "floor", bodies)
+        bases = {"governed": served, "governed_new_user": served, "governed_cold": cold,
+                 "governed_written": served_written, "floor": served_floor, "raw": url}
+        servers = {"governed": process.pid, "floor": floor.pid}
         try:
             single = _single_client(call, bases, intents, 3, rounds)
             throughput: dict[str, Any] = {}
             cpu = {"engine": lambda: environment.engine_cpu_s(engine)}
-            for threads in CONCURRENCY:
+            for level, threads in enumerate(CONCURRENCY):
                 figures: dict[str, Any] = {}
-                for variant in ("governed", "raw"):
-                    meters = cpu | ({"service": lambda: environment.tree_cpu_s(process.pid)}
-                                    if variant == "governed" else {})
+                order = ("governed", "floor", "raw")
+                for variant in order if level % 2 == 0 else order[::-1]:
+                    pid = servers.get(variant)
+                    meters = cpu | ({"service": partial(environment.tree_cpu_s, pid)} if pid else {})
                     measured = _metered(call[variant], bases[variant], intents, threads, seconds, meters)
                     figures[variant] = measured.pop("req_s")
                     figures.update({f"{variant}_{name}": value for name, value in measured.items()})
                 figures["ratio"] = round(figures["governed"] / figures["raw"], 2)
+                figures["floor_ratio"] = round(figures["floor"] / figures["raw"], 2)
                 throughput[str(threads)] = figures
         finally:
-            for server in (process, uncached):
+            for server in (process, uncached, written):
                 server.send_signal(signal.SIGTERM)
-            for server in (process, uncached):
+            os.killpg(floor.pid, signal.SIGTERM)
+            for server in (process, uncached, written, floor):
                 server.wait(timeout=60)
     return {"http": {"workers": workers, "tier_batching": batching, "intents": intents, "rounds": rounds,
                      "seconds": seconds, "single_client_warm": single, "throughput_req_s": throughput,
@@ -211,21 +270,30 @@ def report(result: dict[str, Any]) -> str:
         "| single client | p50 ms | p95 ms | p99 ms |",
         "| --- | --- | --- | --- |",
     ]
-    for variant in ("governed", "governed_new_user", "governed_cold", "raw"):
+    for variant in ("governed", "governed_new_user", "governed_cold", "governed_written", "floor", "raw"):
+        if variant not in single["latency"]:  # a result from before the variant existed
+            continue
         lat = single["latency"][variant]
         lines.append(f"| {variant} | {lat['p50_ms']} | {lat['p95_ms']} | {lat['p99_ms']} |")
     trips = http["engine_round_trips"]
     lines += [f"| warm / raw | {single['ratio_p50']}x | {single['ratio_p95']}x | |",
               f"| new user / raw | {single['new_user_ratio_p50']}x | {single['new_user_ratio_p95']}x | |",
-              f"| cold / raw | {single['cold_ratio_p50']}x | {single['cold_ratio_p95']}x | |", "",
+              f"| cold / raw | {single['cold_ratio_p50']}x | {single['cold_ratio_p95']}x | |",
+              *(f"| {key} / raw | {single[f'{key}_ratio_p50']}x | {single[f'{key}_ratio_p95']}x | |"
+                for key in ("written", "floor") if f"{key}_ratio_p50" in single),
+              "",
               f"Engine round trips per search: {trips['warm_mean']} warm, {trips['new_user_mean']} new user,"
               f" {trips['cold_mean']} cold.", "",
-              "| concurrency | governed req/s | raw req/s | ratio | CPU ms per governed request:"
-              " service, engine | engine CPU ms per raw request |",
-              "| --- | --- | --- | --- | --- | --- |"]
+              "| concurrency | governed req/s | floor req/s | raw req/s | ratio | floor ratio | CPU ms per"
+              " governed request: service, engine | per floor request: floor, engine | engine CPU ms per"
+              " raw request |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for threads, figures in http["throughput_req_s"].items():
-        lines.append(f"| {threads} | {figures['governed']} | {figures['raw']} | {figures['ratio']} |"
+        lines.append(f"| {threads} | {figures['governed']} | {figures.get('floor', '-')} | {figures['raw']} |"
+                     f" {figures['ratio']} | {figures.get('floor_ratio', '-')} |"
                      f" {figures.get('governed_service_cpu_ms')}, {figures.get('governed_engine_cpu_ms')} |"
+                     f" {figures.get('floor_service_cpu_ms', '-')},"
+                     f" {figures.get('floor_engine_cpu_ms', '-')} |"
                      f" {figures.get('raw_engine_cpu_ms')} |")
     return "\n".join(lines)
 
