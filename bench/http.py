@@ -93,18 +93,12 @@ def _floor(
         start_new_session=True, stdout=subprocess.DEVNULL, stderr=(directory / "floor.log").open("wb"),
     )
     served = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"bench.floor ended: {(directory / 'floor.log').read_text()}")
-        try:
-            first = {"intent": next(iter(bodies))}
-            httpx.post(served + "/v1/search", json=first, timeout=5).raise_for_status()
-            return process, served
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    os.killpg(process.pid, signal.SIGKILL)
-    raise SystemExit("bench.floor did not answer within 60 s")
+    first = {"intent": next(iter(bodies))}
+    environment.await_ready(
+        process, lambda: httpx.post(served + "/v1/search", json=first, timeout=5).status_code == 200,
+        "bench.floor", directory / "floor.log", 60,
+    )
+    return process, served
 
 
 def _single_client(
