@@ -190,14 +190,7 @@ def serve(
     ``directory``, with ``extra`` environment (no other ``GOVSEARCH_*`` variable of ours
     leaks in); returns once ``/readyz`` answers 200 (or ends the bench after 120 s)."""
     port = free_port()
-    directory.mkdir(parents=True, exist_ok=True)
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("GOVSEARCH_")},
-        "GOVSEARCH_ENGINE_URL": url,
-        "GOVSEARCH_AUDIT_PATH": str(directory / "decisions.jsonl"),
-        "GOVSEARCH_AUDIT_KEY_FILE": str(directory / "audit.key"),
-        **(extra or {}),
-    }
+    env = server_env(url, directory, extra)
     log = (directory / "serve.log").open("wb")
     process = subprocess.Popen(
         [str(GOVSEARCH), "serve", "--workers", str(workers), "--host", "127.0.0.1", "--port", str(port)],
@@ -207,6 +200,20 @@ def serve(
     await_ready(process, lambda: httpx.get(served + "/readyz", timeout=5).status_code == 200,
                 "govsearch serve", directory / "serve.log", 120)
     return process, served
+
+
+def server_env(url: str, directory: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a server of the bench (``directory`` created): this process's,
+    without any ``GOVSEARCH_*`` variable, the engine ``url``, an audit log and key in
+    ``directory``, then ``extra``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith("GOVSEARCH_")},
+        "GOVSEARCH_ENGINE_URL": url,
+        "GOVSEARCH_AUDIT_PATH": str(directory / "decisions.jsonl"),
+        "GOVSEARCH_AUDIT_KEY_FILE": str(directory / "audit.key"),
+        **(extra or {}),
+    }
 
 
 def await_ready(

@@ -9,6 +9,17 @@ govsearch's own engine client (:class:`~control_plane.engine.aio.AsyncEngine`, o
 connection per request in flight) and the engine's answer bytes sent back unchanged. No
 policy, no plan cache, no record, no validation, no middleware, no logging.
 
+``--pipeline`` (no ``--bodies``; the settings from the environment, as a ``govsearch serve``
+worker reads them) serves instead with govsearch's own search pipeline and nothing of its
+HTTP stack: the body validated as ``SearchBody``, the recorder's ``search_cached`` (the plan
+cache, the tiers through the loop's engine client, the decision record appended and its
+commit awaited; a search its cached plan does not serve runs ``Recorder.search`` in a
+thread, as the API does), the answer built and serialised as ``POST /v1/search`` builds it.
+No FastAPI, Starlette or uvicorn: no middleware, routing, dependency, body limit, deadline,
+access log. It is not a server to deploy (no error shapes, no auth, no refusal records):
+the difference between it and ``govsearch serve`` is what the HTTP stack costs; between it
+and the floor, what the pipeline and the record cost.
+
 It is a measuring instrument, not a server: :mod:`bench.http` runs it beside ``govsearch
 serve`` and the raw engine, interleaved, so the figure sheet shows how much of governed
 search's distance to the raw engine is the second HTTP hop through Python at all (the
@@ -23,6 +34,7 @@ import asyncio
 import json
 import os
 import socket
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +90,33 @@ class _Front(asyncio.Protocol):
             self.transport.write(_HEAD % (status, reason, len(payload)) + payload)
 
 
+class _Pipeline(_Front):
+    """One client connection served by govsearch's pipeline and recorder (``--pipeline``)."""
+
+    def __init__(self, app: Any, engine: AsyncEngine) -> None:
+        super().__init__(engine, {})
+        self.app = app
+
+    async def _answer(self, raw: bytes) -> None:
+        from control_plane.api.app import search_response
+        from control_plane.api.models import SearchBody
+
+        service, recorder = self.app.state.service, self.app.state.recorder
+        try:
+            body = SearchBody.model_validate_json(raw)
+            rid = uuid.uuid4().hex
+            outcome = await recorder.search_cached(service, body, rid, None, engine=self.engine)
+            if outcome is None:
+                outcome = await asyncio.get_running_loop().run_in_executor(
+                    None, lambda: recorder.search(service, body, rid, None)
+                )
+            payload = search_response(rid, body, outcome, service.profile).model_dump_json().encode()
+        except Exception as error:  # an instrument: say what failed, keep serving
+            self._send(500, b"Internal Server Error", json.dumps({"error": repr(error)}).encode())
+            return
+        self._send(200, b"OK", payload)
+
+
 def _requests(engine: AsyncEngine, bodies: dict[str, str]) -> dict[str, bytes]:
     """The whole HTTP request to the engine for each intent, as the engine client frames it."""
     framed = {}
@@ -91,12 +130,18 @@ def _requests(engine: AsyncEngine, bodies: dict[str, str]) -> dict[str, bytes]:
     return framed
 
 
-def _serve(sock: socket.socket, url: str, bodies: dict[str, str]) -> None:
+def _serve(sock: socket.socket, url: str, bodies: dict[str, str] | None) -> None:
     async def main() -> None:
         engine = AsyncEngine(url, 30.0, connections=64)
-        framed = _requests(engine, bodies)
         loop = asyncio.get_running_loop()
-        server = await loop.create_server(lambda: _Front(engine, framed), sock=sock)
+        if bodies is None:
+            from control_plane.api.worker import build
+
+            app = build()  # the service, its recorder and writer, as a serve worker has them
+            server = await loop.create_server(lambda: _Pipeline(app, engine), sock=sock)
+        else:
+            framed = _requests(engine, bodies)
+            server = await loop.create_server(lambda: _Front(engine, framed), sock=sock)
         async with server:
             await server.serve_forever()
 
@@ -107,10 +152,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.floor", description=__doc__.splitlines()[0])
     parser.add_argument("--engine-url", required=True)
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--bodies", type=Path, required=True, help="JSON: intent -> _msearch body")
+    parser.add_argument("--bodies", type=Path, help="JSON: intent -> _msearch body (the floor)")
+    parser.add_argument("--pipeline", action="store_true",
+                        help="govsearch's pipeline and record without its HTTP stack, instead")
     parser.add_argument("--workers", type=int, default=1)
     args = parser.parse_args(argv)
-    bodies: dict[str, Any] = json.loads(args.bodies.read_text(encoding="utf-8"))
+    if (args.bodies is None) != args.pipeline:
+        parser.error("give --bodies (the floor) or --pipeline")
+    bodies = None if args.pipeline else json.loads(args.bodies.read_text(encoding="utf-8"))
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", args.port))

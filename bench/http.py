@@ -79,24 +79,30 @@ def _serve(
 
 
 def _floor(
-    url: str, workers: int, directory: Path, bodies: Mapping[str, str]
+    url: str, workers: int, directory: Path, intents: list[str], bodies: Mapping[str, str] | None,
+    extra: dict[str, str],
 ) -> tuple[subprocess.Popen[bytes], str]:
-    """:mod:`bench.floor` on a free port, ``workers`` processes in a process group of its own;
-    returns once it answers a search."""
-    path = directory / "floor-bodies.json"
-    directory.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(dict(bodies)), encoding="utf-8")
+    """:mod:`bench.floor` on a free port, ``workers`` processes in a process group of its own:
+    the floor with ``bodies``, else ``--pipeline`` (``extra`` its settings); returns once it
+    answers a search."""
+    env = environment.server_env(url, directory, extra)
+    mode = ["--pipeline"]
+    if bodies is not None:
+        path = directory / "floor-bodies.json"
+        path.write_text(json.dumps(dict(bodies)), encoding="utf-8")
+        mode = ["--bodies", str(path)]
     port = environment.free_port()
+    log = directory / "floor.log"
     process = subprocess.Popen(
-        [sys.executable, "-m", "bench.floor", "--engine-url", url, "--port", str(port),
-         "--bodies", str(path), "--workers", str(workers)],
-        start_new_session=True, stdout=subprocess.DEVNULL, stderr=(directory / "floor.log").open("wb"),
+        [sys.executable, "-m", "bench.floor", "--engine-url", url, "--port", str(port), *mode,
+         "--workers", str(workers)],
+        env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=log.open("wb"),
     )
     served = f"http://127.0.0.1:{port}"
-    first = {"intent": next(iter(bodies))}
+    first = {"intent": intents[0]}
     environment.await_ready(
         process, lambda: httpx.post(served + "/v1/search", json=first, timeout=5).status_code == 200,
-        "bench.floor", directory / "floor.log", 60,
+        "bench.floor", log, 60,
     )
     return process, served
 
@@ -124,7 +130,7 @@ def _single_client(
     latency = {variant: summary(values) for variant, values in samples.items()}
     raw = latency["raw"]
     ratios = {"": "governed", "cold_": "governed_cold", "new_user_": "governed_new_user",
-              "written_": "governed_written", "floor_": "floor"}
+              "written_": "governed_written", "floor_": "floor", "pipeline_": "pipeline"}
     return {"latency": latency} | {
         f"{prefix}ratio_{p}": round(latency[variant][f"{p}_ms"] / raw[f"{p}_ms"], 2)
         for prefix, variant in ratios.items() if variant in latency for p in ("p50", "p95", "p99")
@@ -212,7 +218,7 @@ def run(
         client.post(f"/{alias}/_search", json=dsl[intent]).raise_for_status()
 
     call = {"governed": governed, "governed_new_user": governed_new_user, "governed_cold": governed,
-            "governed_written": governed, "floor": governed, "raw": raw}
+            "governed_written": governed, "floor": governed, "pipeline": governed, "raw": raw}
     # what govsearch sends for a warm search: the served tier alone, in one _msearch
     bodies = {i: msearch_lines([(alias, json.dumps(dsl[i], ensure_ascii=False))]) for i in intents}
     with tempfile.TemporaryDirectory(prefix="govsearch-bench-http-") as directory:
@@ -222,17 +228,20 @@ def run(
             url, workers, Path(directory) / "written",
             {"GOVSEARCH_TIER_BATCHING": batching, "GOVSEARCH_AUDIT_COMMIT": "written"},
         )
-        floor, served_floor = _floor(url, workers, Path(directory) / "floor", bodies)
+        floor, served_floor = _floor(url, workers, Path(directory) / "floor", intents, bodies, {})
+        pipeline, served_pipeline = _floor(url, workers, Path(directory) / "pipeline", intents, None,
+                                           {"GOVSEARCH_TIER_BATCHING": batching})
         bases = {"governed": served, "governed_new_user": served, "governed_cold": cold,
-                 "governed_written": served_written, "floor": served_floor, "raw": url}
-        servers = {"governed": process.pid, "floor": floor.pid}
+                 "governed_written": served_written, "floor": served_floor, "pipeline": served_pipeline,
+                 "raw": url}
+        servers = {"governed": process.pid, "floor": floor.pid, "pipeline": pipeline.pid}
         try:
             single = _single_client(call, bases, intents, 3, rounds)
             throughput: dict[str, Any] = {}
             cpu = {"engine": lambda: environment.engine_cpu_s(engine)}
             for level, threads in enumerate(CONCURRENCY):
                 figures: dict[str, Any] = {}
-                order = ("governed", "floor", "raw")
+                order = ("governed", "pipeline", "floor", "raw")
                 for variant in order if level % 2 == 0 else order[::-1]:
                     pid = servers.get(variant)
                     meters = cpu | ({"service": partial(environment.tree_cpu_s, pid)} if pid else {})
@@ -241,12 +250,14 @@ def run(
                     figures.update({f"{variant}_{name}": value for name, value in measured.items()})
                 figures["ratio"] = round(figures["governed"] / figures["raw"], 2)
                 figures["floor_ratio"] = round(figures["floor"] / figures["raw"], 2)
+                figures["pipeline_ratio"] = round(figures["pipeline"] / figures["raw"], 2)
                 throughput[str(threads)] = figures
         finally:
             for server in (process, uncached, written):
                 server.send_signal(signal.SIGTERM)
-            os.killpg(floor.pid, signal.SIGTERM)
-            for server in (process, uncached, written, floor):
+            for group in (floor, pipeline):
+                os.killpg(group.pid, signal.SIGTERM)
+            for server in (process, uncached, written, floor, pipeline):
                 server.wait(timeout=60)
     return {"http": {"workers": workers, "tier_batching": batching, "intents": intents, "rounds": rounds,
                      "seconds": seconds, "single_client_warm": single, "throughput_req_s": throughput,
@@ -264,7 +275,9 @@ def report(result: dict[str, Any]) -> str:
         "| single client | p50 ms | p95 ms | p99 ms |",
         "| --- | --- | --- | --- |",
     ]
-    for variant in ("governed", "governed_new_user", "governed_cold", "governed_written", "floor", "raw"):
+    variants = ("governed", "governed_new_user", "governed_cold", "governed_written", "pipeline", "floor",
+                "raw")
+    for variant in variants:
         if variant not in single["latency"]:  # a result from before the variant existed
             continue
         lat = single["latency"][variant]
@@ -274,21 +287,24 @@ def report(result: dict[str, Any]) -> str:
               f"| new user / raw | {single['new_user_ratio_p50']}x | {single['new_user_ratio_p95']}x | |",
               f"| cold / raw | {single['cold_ratio_p50']}x | {single['cold_ratio_p95']}x | |",
               *(f"| {key} / raw | {single[f'{key}_ratio_p50']}x | {single[f'{key}_ratio_p95']}x | |"
-                for key in ("written", "floor") if f"{key}_ratio_p50" in single),
+                for key in ("written", "pipeline", "floor") if f"{key}_ratio_p50" in single),
               "",
               f"Engine round trips per search: {trips['warm_mean']} warm, {trips['new_user_mean']} new user,"
               f" {trips['cold_mean']} cold.", "",
-              "| concurrency | governed req/s | floor req/s | raw req/s | ratio | floor ratio | CPU ms per"
-              " governed request: service, engine | per floor request: floor, engine | engine CPU ms per"
-              " raw request |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+              "| concurrency | req/s: governed, pipeline, floor, raw | ratios to raw: governed, pipeline,"
+              " floor | CPU ms per request (server, engine): governed | pipeline | floor | raw (engine) |",
+              "| --- | --- | --- | --- | --- | --- | --- |"]
     for threads, figures in http["throughput_req_s"].items():
-        lines.append(f"| {threads} | {figures['governed']} | {figures.get('floor', '-')} | {figures['raw']} |"
-                     f" {figures['ratio']} | {figures.get('floor_ratio', '-')} |"
-                     f" {figures.get('governed_service_cpu_ms')}, {figures.get('governed_engine_cpu_ms')} |"
-                     f" {figures.get('floor_service_cpu_ms', '-')},"
-                     f" {figures.get('floor_engine_cpu_ms', '-')} |"
-                     f" {figures.get('raw_engine_cpu_ms')} |")
+        kinds = ("governed", "pipeline", "floor")
+        lines.append(
+            f"| {threads} | {', '.join(str(figures.get(k, '-')) for k in (*kinds, 'raw'))} |"
+            f" {figures['ratio']}, {figures.get('pipeline_ratio', '-')}, {figures.get('floor_ratio', '-')} | "
+            + " | ".join(
+                f"{figures.get(f'{k}_service_cpu_ms', '-')}, {figures.get(f'{k}_engine_cpu_ms', '-')}"
+                for k in kinds
+            )
+            + f" | {figures.get('raw_engine_cpu_ms')} |"
+        )
     return "\n".join(lines)
 
 
