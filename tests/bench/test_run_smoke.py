@@ -64,11 +64,13 @@ def test_quick_run_writes_every_part_and_the_targets_from_its_data(own_engine: s
     tools = result["tooling"]["sizes"][0]
     assert tools["check"]["ok"] and tools["publish"]["ok"], tools
     assert set(result["http"]["throughput_req_s"]) == {"1", "4", "16"}
-    # beside govsearch and the raw engine: the written commit level and the floor (bench.floor)
+    # beside govsearch and the raw engine: the written commit level, the pipeline without the
+    # HTTP stack and the floor (bench.floor)
     single = result["http"]["single_client_warm"]
-    assert {"governed", "governed_written", "floor", "raw"} <= set(single["latency"])
-    assert {"written_ratio_p50", "floor_ratio_p50"} <= set(single)
-    assert all(figures["floor"] > 0 for figures in result["http"]["throughput_req_s"].values())
+    assert {"governed", "governed_written", "pipeline", "floor", "raw"} <= set(single["latency"])
+    assert {"written_ratio_p50", "pipeline_ratio_p50", "floor_ratio_p50"} <= set(single)
+    assert all(figures["floor"] > 0 and figures["pipeline"] > 0
+               for figures in result["http"]["throughput_req_s"].values())
 
     stored = result.pop("targets")
     assert stored == [verdict.as_json() for verdict in targets.evaluate(result)]
