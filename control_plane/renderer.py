@@ -630,11 +630,16 @@ def _boost_function(boost: Boost, names: _Names) -> dict[str, Any]:
             parts = None
         if len(_BOOST_PARTS) >= 8192:  # bounded, as the fragments are
             _BOOST_PARTS.clear()
-        entry = _BOOST_PARTS[id(boost)] = (boost, parts)
+        entry = _BOOST_PARTS[id(boost)] = (boost, parts, {})
     name = names("boost" if boost.weight >= 1 else "bury", boost.policy)
     parts = entry[1]
     if parts is not None and _FRAGMENT_CACHE:
-        found = _FRAGMENTS.get((template, False, (*parts, ("name", _scalar(name)))))
+        by_name = entry[2]
+        found = by_name.get(name)  # the usual call: this boost under this name again
+        if found is None:
+            found = _FRAGMENTS.get((template, False, (*parts, ("name", _scalar(name)))))
+            if found is not None and len(by_name) < _NAMES_PER_BOOST:
+                by_name[name] = found
         if found is not None:
             filled: dict[str, Any] = _fill(found[0], found[1], True)
             return filled
@@ -648,8 +653,12 @@ def _boost_function(boost: Boost, names: _Names) -> dict[str, Any]:
 
 
 #: id(boost) -> (the boost, its fragment key's typed field, values and weight, or None:
-#: not a fragment); the entry holds the boost, so its id is not reused while it is there
-_BOOST_PARTS: dict[int, tuple[Boost, tuple[Any, ...] | None]] = {}
+#: not a fragment, and its clause name -> the fragment's skeleton and holes: what
+#: ``_FRAGMENTS`` holds for the whole key, found without building and hashing the key);
+#: the entry holds the boost, so its id is not reused while it is there
+_BOOST_PARTS: dict[int, tuple[Boost, tuple[Any, ...] | None, dict[str, tuple[Node, list[Any]]]]] = {}
+#: clause names kept per boost (``boost:<policy>``, then ``#2``... when a name repeats)
+_NAMES_PER_BOOST = 4
 
 
 # --- layers 3 and 4: economics and personalization ------------------------------------
