@@ -362,17 +362,23 @@ def compose(
             left.consume(spans)
         if spans or state.rewrites is not before.rewrites:  # else the residual is unchanged
             state = state.with_plan(residual=left.text(state.rewrites))
+        if composer_state.REFERENCE or cast(Draft, state).touched or state.prices is not before.prices:
+            changes = _changes(before, state, dumped)
+        elif not spans:  # nothing changed, nothing consumed: the policy's own record, kept
+            kept = _UNCHANGED.get(id(policy))
+            if kept is None or kept[0] is not policy or kept[1] is not binding:
+                kept = _unchanged(policy, binding)
+            applied.append(kept[2])
+            continue
+        else:
+            changes = ()  # nothing changed: none
         applied.append(
             made(
                 AppliedStep,
                 {
                     "policy_id": policy.id,
                     "consumed": spans,
-                    "changes": (
-                        _changes(before, state, dumped)
-                        if composer_state.REFERENCE or cast(Draft, state).touched
-                        or state.prices is not before.prices else ()  # nothing changed: none
-                    ),
+                    "changes": changes,
                     "explain": policy.explain,
                     "dropped": binding.dropped,
                 },
@@ -402,6 +408,25 @@ def compose(
 #: not reused while remembered; bounded like :class:`Remembered`
 _PLAIN: dict[int, tuple[Policy, Binding]] = {}
 _PLAIN_LIMIT = 16_384  # as Remembered
+
+#: id(policy) -> (the policy, its binding, the step it makes when it changes nothing and
+#: consumes nothing: a policy that loses every contest, the same record whatever the
+#: request, shared by the compositions it is in like the resolutions it loses; frozen);
+#: the entry holds the policy and the binding (its ``dropped``), so neither id is reused
+#: while it is there; bounded
+_UNCHANGED: dict[int, tuple[Policy, Binding, AppliedStep]] = {}
+
+
+def _unchanged(policy: Policy, binding: Binding) -> tuple[Policy, Binding, AppliedStep]:
+    step = made(
+        AppliedStep,
+        {"policy_id": policy.id, "consumed": (), "changes": (), "explain": policy.explain, "dropped": binding.dropped},
+    )
+    if len(_UNCHANGED) >= _PLAIN_LIMIT:
+        _UNCHANGED.clear()
+    entry = _UNCHANGED[id(policy)] = (policy, binding, step)
+    return entry
+
 
 #: (policy, the set's vocabularies, the captured words, market, money) -> its binding
 _BINDINGS: Remembered[Binding] = Remembered()

@@ -708,12 +708,28 @@ def _pins(query: dict[str, Any], plan: Plan, engine: EngineKind) -> dict[str, An
 
 
 def _facets(profile: CatalogProfile) -> dict[str, Any]:
+    """The facets clause: a function of the profile alone, so its fragment (skeleton and
+    holes) is kept per profile object once rendered, and only filled afterwards."""
+    kept = _FACETS.get(id(profile)) if _FRAGMENT_CACHE else None
+    if kept is not None and kept[0] is profile:
+        filled: dict[str, Any] = _fill(kept[1], kept[2], True)
+        return filled
     edges = [_finite("a price facet edge", float(e)) for e in profile.facets.price_ranges]
-    return _clause(
-        "facets.json.j2",
-        category_field=profile.facets.category,
-        brand_field=profile.facets.brand,
-        price_field=profile.price,
-        edges=edges,
-        size=FACET_SIZE,
-    )
+    values = {
+        "category_field": profile.facets.category, "brand_field": profile.facets.brand,
+        "price_field": profile.price, "edges": edges, "size": FACET_SIZE,
+    }
+    key = _fragment_key("facets.json.j2", False, values) if _FRAGMENT_CACHE else None
+    clause = _clause("facets.json.j2", **values)
+    found = _FRAGMENTS.get(key) if key is not None else None
+    if found is not None:
+        if len(_FACETS) >= 64:  # bounded: a server has a profile or two
+            _FACETS.clear()
+        _FACETS[id(profile)] = (profile, found[0], found[1])
+    return clause
+
+
+#: id(profile) -> (the profile, its facets clause's skeleton and holes); the entry holds
+#: the profile (frozen), so its id is not reused while it is there
+_FACETS: dict[int, tuple[Any, Node, list[Any]]] = {}
+
