@@ -420,7 +420,10 @@ _UNCHANGED: dict[int, tuple[Policy, Binding, AppliedStep]] = {}
 def _unchanged(policy: Policy, binding: Binding) -> tuple[Policy, Binding, AppliedStep]:
     step = made(
         AppliedStep,
-        {"policy_id": policy.id, "consumed": (), "changes": (), "explain": policy.explain, "dropped": binding.dropped},
+        {
+            "policy_id": policy.id, "consumed": (), "changes": (), "explain": policy.explain,
+            "dropped": binding.dropped,
+        },
     )
     if len(_UNCHANGED) >= _PLAIN_LIMIT:
         _UNCHANGED.clear()
@@ -499,7 +502,7 @@ def _turns(policy_set: PolicySet, intent: str, matches: Sequence[Match]) -> list
             head = _head(policy)
         unordered.append((head[1], head[2], -length, policy_id, head, found, footprint, length))
     unordered.sort()  # (the order key, section 2) the keys end with the policy id: never equal
-    turns = []
+    turns: list[_Turn] = []
     new_actor, new_turn, append = object.__new__, tuple.__new__, turns.append
     for rank, entry in enumerate(unordered):
         # ``_Turn(Actor(policy, rank, length), found, footprint, matched)``, without the

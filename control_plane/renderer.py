@@ -715,7 +715,7 @@ def _facets(profile: CatalogProfile) -> dict[str, Any]:
         filled: dict[str, Any] = _fill(kept[1], kept[2], True)
         return filled
     edges = [_finite("a price facet edge", float(e)) for e in profile.facets.price_ranges]
-    values = {
+    values: dict[str, Any] = {
         "category_field": profile.facets.category, "brand_field": profile.facets.brand,
         "price_field": profile.price, "edges": edges, "size": FACET_SIZE,
     }
