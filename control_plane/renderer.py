@@ -387,9 +387,22 @@ def _shaped(value: Any, slots: list[Any]) -> tuple[Any, Any]:
             raise TypeError("a dict key that is not a string")
         return (dict, tuple((name, _scalar(item)) for name, item in value.items())), value
     if kind is list or kind is tuple:
-        pairs = [_shaped(item, slots) for item in value]
-        return (kind, tuple(key for key, _ in pairs)), kind(stand for _, stand in pairs)
+        shapes: list[Any] = []
+        stands: list[Any] = []
+        for item in value:
+            if type(item) is dict and item and type(next(iter(item.values()))) not in _SCALARS:
+                slots.append(item)  # a clause (its first value says so): the usual item
+                shapes.append(_CLAUSE)
+                stands.append(_Slot(len(slots) - 1))
+            else:
+                key, stand = _shaped(item, slots)
+                shapes.append(key)
+                stands.append(stand)
+        return (kind, tuple(shapes)), kind(stands)
     return _scalar(value), value
+
+
+_CLAUSE = ("clause",)
 
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
