@@ -347,7 +347,7 @@ def compose(
         for body in binding.bodies:
             state = apply(state, turn.actor, body)
         spans = turn.footprint if policy.trigger.consume else ()
-        if _would_empty(state, left, spans):
+        if spans and _would_empty(state, left, spans):  # (consuming nothing empties nothing)
             reason = (
                 f"consuming '{' '.join(s.text for s in spans)}' would leave no words to search"
                 " and the plan has no category, filter, price, pin or browse route"
@@ -358,7 +358,7 @@ def compose(
             continue
         applied_ids.append(policy.id)  # the plan's ``applied``, set once after the cascade
         if spans:
-            consumed.extend((span, policy.id) for span in spans)
+            consumed.extend([(span, policy.id) for span in spans])
             left.consume(spans)
         if spans or state.rewrites is not before.rewrites:  # else the residual is unchanged
             state = state.with_plan(residual=left.text(state.rewrites))
