@@ -466,41 +466,44 @@ def _capture_order(capture: CapturedText) -> tuple[int, int, str, str]:
 def _turns(policy_set: PolicySet, intent: str, matches: Sequence[Match]) -> list[_Turn]:
     index = policy_set.lookups()
     policies = index.by_id
-    by_id: dict[str, tuple[Match | MatchGroup, tuple[Span, ...], int]] = {}
+    seen: set[str] = set()
     size = len(intent)
+    heads = _HEADS
+    unordered: list[tuple[Any, ...]] = []  # (the order key, section 2, then the turn's parts)
     for found, ids in _intake(matches):
         if not ids:
             continue
         spans: tuple[Span, ...] = found.spans
-        measured: tuple[Match | MatchGroup, tuple[Span, ...], int]
+        footprint: tuple[Span, ...]
         if len(spans) == 1 and not found.captures:  # the usual match: one span is its footprint
-            measured = (found, spans, spans[0].end - spans[0].start)
+            footprint, length = spans, spans[0].end - spans[0].start
         else:  # once per group: its members share spans and captures
             footprint = _footprint(found)
-            measured = (found, footprint, _covered(footprint))
+            length = _covered(footprint)
         for policy_id in ids:
-            if policy_id not in policies:
+            policy = policies.get(policy_id)
+            if policy is None:
                 raise ValueError(
                     f"match for '{policy_id}', which policy set {policy_set.version} does not hold"
                 )
-            if policy_id in by_id:
+            if policy_id in seen:
                 raise ValueError(f"two matches for '{policy_id}': the matcher returns one per policy")
-            by_id[policy_id] = measured
+            seen.add(policy_id)
+            head = heads.get(id(policy))
+            if head is None or head[0] is not policy:
+                head = _head(policy)
+            unordered.append((head[1], head[2], -length, policy_id, head, found, footprint, length))
         for span in (*spans, *(c.span for c in found.captures)) if found.captures else spans:
             if not 0 <= span.start < span.end <= size:
                 raise ValueError(
                     f"span [{span.start}, {span.end}) of '{ids[0]}' is empty or outside the intent"
                 )
     for policy in index.standing_guards:
-        if policy.id not in by_id:
-            by_id[policy.id] = (Match(policy_id=policy.id), (), 0)
-    unordered = []
-    for policy_id, (found, footprint, length) in by_id.items():
-        policy = policies[policy_id]
-        head = _HEADS.get(id(policy))
-        if head is None or head[0] is not policy:
-            head = _head(policy)
-        unordered.append((head[1], head[2], -length, policy_id, head, found, footprint, length))
+        if policy.id not in seen:
+            head = heads.get(id(policy))
+            if head is None or head[0] is not policy:
+                head = _head(policy)
+            unordered.append((head[1], head[2], 0, policy.id, head, Match(policy_id=policy.id), (), 0))
     unordered.sort()  # (the order key, section 2) the keys end with the policy id: never equal
     turns: list[_Turn] = []
     new_actor, new_turn, append = object.__new__, tuple.__new__, turns.append
