@@ -290,6 +290,8 @@ class _Turn(NamedTuple):
     match: Match | MatchGroup
     """the policy's match, or its group's (the same spans and captures)"""
     footprint: tuple[Span, ...]
+    matched: dict[str, object]
+    """its :class:`MatchedPolicy` record's fields but the spans (kept per policy: ``_HEADS``)"""
 
 
 def compose(
@@ -345,7 +347,7 @@ def compose(
         for body in binding.bodies:
             state = apply(state, turn.actor, body)
         spans = turn.footprint if policy.trigger.consume else ()
-        if _would_empty(state, left, spans):
+        if spans and _would_empty(state, left, spans):  # (consuming nothing empties nothing)
             reason = (
                 f"consuming '{' '.join(s.text for s in spans)}' would leave no words to search"
                 " and the plan has no category, filter, price, pin or browse route"
@@ -356,35 +358,34 @@ def compose(
             continue
         applied_ids.append(policy.id)  # the plan's ``applied``, set once after the cascade
         if spans:
-            consumed.extend((span, policy.id) for span in spans)
+            consumed.extend([(span, policy.id) for span in spans])
             left.consume(spans)
         if spans or state.rewrites is not before.rewrites:  # else the residual is unchanged
             state = state.with_plan(residual=left.text(state.rewrites))
+        if composer_state.REFERENCE or cast(Draft, state).touched or state.prices is not before.prices:
+            changes = _changes(before, state, dumped)
+        elif not spans:  # nothing changed, nothing consumed: the policy's own record, kept
+            kept = _UNCHANGED.get(id(policy))
+            if kept is None or kept[0] is not policy or kept[1] is not binding:
+                kept = _unchanged(policy, binding)
+            applied.append(kept[2])
+            continue
+        else:
+            changes = ()  # nothing changed: none
         applied.append(
             made(
                 AppliedStep,
                 {
                     "policy_id": policy.id,
                     "consumed": spans,
-                    "changes": (
-                        _changes(before, state, dumped)
-                        if composer_state.REFERENCE or cast(Draft, state).touched
-                        or state.prices is not before.prices else ()  # nothing changed: none
-                    ),
+                    "changes": changes,
                     "explain": policy.explain,
                     "dropped": binding.dropped,
                 },
             )
         )
     state = finish_price(state, context.price_stats).with_plan(applied=tuple(applied_ids))
-    matched = []
-    for turn in turns:
-        policy = turn.actor.policy
-        head = _HEADS.get(id(policy))
-        if head is None or head[0] is not policy:
-            head = _head(policy)
-        # head[3]: the record's policy_id, kind, priority and trigger
-        matched.append(made(MatchedPolicy, {**head[3], "spans": turn.footprint}))
+    matched = [made(MatchedPolicy, {**turn.matched, "spans": turn.footprint}) for turn in turns]
     explanation = made(
         Explanation,
         {
@@ -407,6 +408,28 @@ def compose(
 #: not reused while remembered; bounded like :class:`Remembered`
 _PLAIN: dict[int, tuple[Policy, Binding]] = {}
 _PLAIN_LIMIT = 16_384  # as Remembered
+
+#: id(policy) -> (the policy, its binding, the step it makes when it changes nothing and
+#: consumes nothing: a policy that loses every contest, the same record whatever the
+#: request, shared by the compositions it is in like the resolutions it loses; frozen);
+#: the entry holds the policy and the binding (its ``dropped``), so neither id is reused
+#: while it is there; bounded
+_UNCHANGED: dict[int, tuple[Policy, Binding, AppliedStep]] = {}
+
+
+def _unchanged(policy: Policy, binding: Binding) -> tuple[Policy, Binding, AppliedStep]:
+    step = made(
+        AppliedStep,
+        {
+            "policy_id": policy.id, "consumed": (), "changes": (), "explain": policy.explain,
+            "dropped": binding.dropped,
+        },
+    )
+    if len(_UNCHANGED) >= _PLAIN_LIMIT:
+        _UNCHANGED.clear()
+    entry = _UNCHANGED[id(policy)] = (policy, binding, step)
+    return entry
+
 
 #: (policy, the set's vocabularies, the captured words, market, money) -> its binding
 _BINDINGS: Remembered[Binding] = Remembered()
@@ -443,57 +466,77 @@ def _capture_order(capture: CapturedText) -> tuple[int, int, str, str]:
 def _turns(policy_set: PolicySet, intent: str, matches: Sequence[Match]) -> list[_Turn]:
     index = policy_set.lookups()
     policies = index.by_id
-    by_id: dict[str, tuple[Match | MatchGroup, tuple[Span, ...], int]] = {}
+    seen: set[str] = set()
     size = len(intent)
+    heads = _HEADS
+    unordered: list[tuple[Any, ...]] = []  # (the order key, section 2, then the turn's parts)
     for found, ids in _intake(matches):
         if not ids:
             continue
         spans: tuple[Span, ...] = found.spans
-        measured: tuple[Match | MatchGroup, tuple[Span, ...], int]
+        footprint: tuple[Span, ...]
         if len(spans) == 1 and not found.captures:  # the usual match: one span is its footprint
-            measured = (found, spans, spans[0].end - spans[0].start)
+            footprint, length = spans, spans[0].end - spans[0].start
         else:  # once per group: its members share spans and captures
             footprint = _footprint(found)
-            measured = (found, footprint, _covered(footprint))
+            length = _covered(footprint)
         for policy_id in ids:
-            if policy_id not in policies:
+            policy = policies.get(policy_id)
+            if policy is None:
                 raise ValueError(
                     f"match for '{policy_id}', which policy set {policy_set.version} does not hold"
                 )
-            if policy_id in by_id:
+            if policy_id in seen:
                 raise ValueError(f"two matches for '{policy_id}': the matcher returns one per policy")
-            by_id[policy_id] = measured
+            seen.add(policy_id)
+            head = heads.get(id(policy))
+            if head is None or head[0] is not policy:
+                head = _head(policy)
+            unordered.append((head[1], head[2], -length, policy_id, head, found, footprint, length))
         for span in (*spans, *(c.span for c in found.captures)) if found.captures else spans:
             if not 0 <= span.start < span.end <= size:
                 raise ValueError(
                     f"span [{span.start}, {span.end}) of '{ids[0]}' is empty or outside the intent"
                 )
     for policy in index.standing_guards:
-        if policy.id not in by_id:
-            by_id[policy.id] = (Match(policy_id=policy.id), (), 0)
-    unordered = []
-    for policy_id, (found, footprint, length) in by_id.items():
-        policy = policies[policy_id]
-        head = _HEADS.get(id(policy))
-        if head is None or head[0] is not policy:
-            head = _head(policy)
-        unordered.append((head[1], head[2], -length, policy_id, policy, found, footprint, length))
+        if policy.id not in seen:
+            head = heads.get(id(policy))
+            if head is None or head[0] is not policy:
+                head = _head(policy)
+            unordered.append((head[1], head[2], 0, policy.id, head, Match(policy_id=policy.id), (), 0))
     unordered.sort()  # (the order key, section 2) the keys end with the policy id: never equal
-    return [_turn(entry[4], rank, entry[7], entry[5], entry[6]) for rank, entry in enumerate(unordered)]
+    turns: list[_Turn] = []
+    new_actor, new_turn, append = object.__new__, tuple.__new__, turns.append
+    for rank, entry in enumerate(unordered):
+        # ``_Turn(Actor(policy, rank, length), found, footprint, matched)``, without the
+        # frozen dataclass's ``__init__`` nor the named tuple's: the actor's fields that are
+        # the policy's come from its head, the rest are this request's
+        head = entry[4]
+        actor = new_actor(Actor)
+        values = actor.__dict__
+        values.update(head[4])
+        values["rank"] = rank
+        values["length"] = entry[7]
+        append(new_turn(_Turn, (actor, entry[5], entry[6], head[3])))
+    return turns
 
 
-#: id(policy) -> (the policy, -priority, -specificity, its matched record but the spans):
-#: the head of its order key, kept (the entry holds the policy, so its id is not reused
-#: while it is there); bounded
-_HEADS: dict[int, tuple[Policy, int, int, dict[str, object]]] = {}
+#: id(policy) -> (the policy, -priority, -specificity, its matched record but the spans,
+#: its actor's fields but the rank and length): the head of its order key, kept (the entry
+#: holds the policy, so its id is not reused while it is there); bounded
+_HEADS: dict[int, tuple[Policy, int, int, dict[str, object], dict[str, object]]] = {}
 
 
-def _head(policy: Policy) -> tuple[Policy, int, int, dict[str, object]]:
+def _head(policy: Policy) -> tuple[Policy, int, int, dict[str, object], dict[str, object]]:
     matched = {
         "policy_id": policy.id, "kind": policy.kind, "priority": policy.priority,
         "trigger": policy.trigger.kind,
     }
-    head = (policy, -policy.priority, -SPECIFICITY[policy.trigger.kind], matched)
+    actor = {
+        "policy": policy, "id": policy.id, "consumes": policy.trigger.consume,
+        "is_guard": policy.kind == "guard",
+    }
+    head = (policy, -policy.priority, -SPECIFICITY[policy.trigger.kind], matched, actor)
     if len(_HEADS) >= _PLAIN_LIMIT:
         _HEADS.clear()
     _HEADS[id(policy)] = head
@@ -512,14 +555,13 @@ def _intake(matches: Sequence[Match]) -> Iterable[tuple[Match | MatchGroup, Sequ
 def _turn(
     policy: Policy, rank: int, length: int, found: Match | MatchGroup, footprint: tuple[Span, ...]
 ) -> _Turn:
-    """``_Turn(Actor(policy, rank, length), found, footprint)``, without the frozen
-    dataclass's ``__init__`` (one ``object.__setattr__`` per field) nor the named tuple's."""
+    """One turn, as :func:`_turns` makes them (the policy's actor fields from its head)."""
+    head = _HEADS.get(id(policy))
+    if head is None or head[0] is not policy:
+        head = _head(policy)
     actor = object.__new__(Actor)
-    actor.__dict__.update(
-        policy=policy, rank=rank, length=length, id=policy.id, consumes=policy.trigger.consume,
-        is_guard=policy.kind == "guard",
-    )
-    return tuple.__new__(_Turn, (actor, found, footprint))
+    actor.__dict__.update(head[4], rank=rank, length=length)
+    return tuple.__new__(_Turn, (actor, found, footprint, head[3]))
 
 
 def _footprint(found: Match | MatchGroup) -> tuple[Span, ...]:
@@ -618,15 +660,17 @@ class _Residual:
     text is the runs' words joined, never a sort of every consumed span again:
     ``text(rewrites)`` is :func:`residual_text` of the spans consumed so far."""
 
-    __slots__ = ("_ends", "_intent", "_starts", "_taken", "_words")
+    __slots__ = ("_ends", "_intent", "_plain", "_starts", "_words")
 
     def __init__(self, intent: str) -> None:
         self._intent = intent
         self._starts: list[int] = [0] if intent else []
         self._ends: list[int] = [len(intent)] if intent else []
         self._words: list[str] = [" ".join(intent.split())] if intent else []
-        self._taken = bytearray(len(intent))
-        """1 for each consumed character"""
+        self._plain = not intent or self._words[0] == intent
+        """the intent's white space is already collapsed (single spaces between words, no
+        space at its ends), as a shopper's normalised intent is: a run's words are then its
+        text without the spaces at its ends, no split needed"""
 
     def text(self, rewrites: Sequence[RewriteRule]) -> str:
         text = " ".join([words for words in self._words if words])
@@ -635,15 +679,17 @@ class _Residual:
         return text
 
     def free(self, span: Span) -> bool:
-        """No consumed span overlaps ``span``."""
-        return self._taken.find(1, span.start, span.end) < 0
+        """No consumed span overlaps ``span``: it lies inside one run (the runs are the
+        intent's longest stretches that nothing consumed)."""
+        ends = self._ends
+        index = bisect_right(ends, span.start)
+        return index < len(ends) and self._starts[index] <= span.start and span.end <= ends[index]
 
     def without(self, spans: Sequence[Span]) -> _Residual:
         """A copy that also consumed ``spans`` (this one is unchanged)."""
         new = object.__new__(_Residual)
-        new._intent = self._intent
+        new._intent, new._plain = self._intent, self._plain
         new._starts, new._ends, new._words = list(self._starts), list(self._ends), list(self._words)
-        new._taken = bytearray(self._taken)
         new.consume(spans)
         return new
 
@@ -655,10 +701,15 @@ class _Residual:
         """The index of the first run that ends after ``start``."""
         return bisect_right(self._ends, start)
 
+    def _run_words(self, start: int, end: int) -> str:
+        """The words of ``intent[start:end]``, white space collapsed."""
+        if self._plain:  # only single spaces between words: strip its ends
+            return self._intent[start:end].strip(" ")
+        return " ".join(self._intent[start:end].split())
+
     def _cut(self, start: int, end: int) -> None:
-        self._taken[start:end] = b"\x01" * (end - start)
-        starts, ends, words, intent = self._starts, self._ends, self._words, self._intent
-        first = last = self._first(start)
+        starts, ends, words = self._starts, self._ends, self._words
+        first = last = bisect_right(ends, start)
         while last < len(starts) and starts[last] < end:  # the runs the span overlaps
             last += 1
         if first == last:
@@ -667,11 +718,11 @@ class _Residual:
         if starts[first] < start:
             new_starts.append(starts[first])
             new_ends.append(start)
-            new_words.append(" ".join(intent[starts[first] : start].split()))
+            new_words.append(self._run_words(starts[first], start))
         if end < ends[last - 1]:
             new_starts.append(end)
             new_ends.append(ends[last - 1])
-            new_words.append(" ".join(intent[end : ends[last - 1]].split()))
+            new_words.append(self._run_words(end, ends[last - 1]))
         starts[first:last] = new_starts
         ends[first:last] = new_ends
         words[first:last] = new_words

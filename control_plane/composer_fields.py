@@ -8,6 +8,7 @@ Price bounds live in :mod:`control_plane.composer_price`.
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import is_
 from typing import Any, assert_never
 
 import control_plane.composer_state as composer_state
@@ -243,7 +244,7 @@ def _disjoint(
     held = (current, proposed, winner.policy, actor.policy)
     pair = (*map(id, held), winner.length, actor.length, key, strategy)
     entry = _DISJOINT.get(pair)
-    if entry is None or any(a is not b for a, b in zip(entry[0], held, strict=True)):
+    if entry is None or not all(map(is_, entry[0], held)):  # (four objects on each side)
         reason = _disjoint_reason(winner, actor, current, proposed)
         resolution = made(
             Resolution,

@@ -73,6 +73,15 @@ def _claim(
     return claim
 
 
+def _resolved(claim: PriceClaim, value: float) -> PriceClaim:
+    """``claim`` with its value (``dataclasses.replace``, without ``__init__``)."""
+    new = object.__new__(PriceClaim)
+    fields = new.__dict__
+    fields.update(claim.__dict__)
+    fields["value"] = value
+    return new
+
+
 def _bound(side: Side, claims: Sequence[PriceClaim], current: Bound | None = None) -> Bound | None:
     """The bound :func:`_fold` gives for ``claims``, without wording its resolutions: during
     the cascade the plan shows the bound so far, and the contests are recorded once, by
@@ -175,7 +184,7 @@ def finish_price(state: State, stats: Mapping[str, StatsLike]) -> State:
                 known = found[asked] = _percentile(claim, state.plan.category, stats)
             value, reason = known
             state = state.record(f"price.{claim.side}", "relative", claim.actor, [], reason)
-            claim = _claim(claim.side, claim.actor, claim.strategy, value, claim.percentile, claim.of)
+            claim = _resolved(claim, value)
         claims.append(claim)
     state, low = _fold(state, "min", claims)
     state, high = _fold(state, "max", claims)

@@ -168,10 +168,19 @@ class Draft(State):
             changed = [name for name, value in update.items() if current[name] is not value]
             if not changed:
                 return self
-        if not values["own_plan"]:
-            values["plan"] = replaced(values["plan"], {})
+        if not values["own_plan"]:  # ``replaced(plan, update)``, with the touched set made
+            old = values["plan"]
+            plan = _new(Plan)
+            fields = old.__dict__.copy()
+            fields.update(update)
+            _DICT(plan, fields)
+            _FIELDS_SET(plan, old.__pydantic_fields_set__.union(changed))
+            _EXTRA(plan, None)
+            _PRIVATE(plan, None)
+            values["plan"] = plan
             values["own_plan"] = True
-            values["touched"] = set()
+            values["touched"] = set(changed)
+            return self
         plan = values["plan"]
         for name in changed:
             plan.__dict__[name] = update[name]

@@ -387,9 +387,22 @@ def _shaped(value: Any, slots: list[Any]) -> tuple[Any, Any]:
             raise TypeError("a dict key that is not a string")
         return (dict, tuple((name, _scalar(item)) for name, item in value.items())), value
     if kind is list or kind is tuple:
-        pairs = [_shaped(item, slots) for item in value]
-        return (kind, tuple(key for key, _ in pairs)), kind(stand for _, stand in pairs)
+        shapes: list[Any] = []
+        stands: list[Any] = []
+        for item in value:
+            if type(item) is dict and item and type(next(iter(item.values()))) not in _SCALARS:
+                slots.append(item)  # a clause (its first value says so): the usual item
+                shapes.append(_CLAUSE)
+                stands.append(_Slot(len(slots) - 1))
+            else:
+                key, stand = _shaped(item, slots)
+                shapes.append(key)
+                stands.append(stand)
+        return (kind, tuple(shapes)), kind(stands)
     return _scalar(value), value
+
+
+_CLAUSE = ("clause",)
 
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
@@ -630,11 +643,16 @@ def _boost_function(boost: Boost, names: _Names) -> dict[str, Any]:
             parts = None
         if len(_BOOST_PARTS) >= 8192:  # bounded, as the fragments are
             _BOOST_PARTS.clear()
-        entry = _BOOST_PARTS[id(boost)] = (boost, parts)
+        entry = _BOOST_PARTS[id(boost)] = (boost, parts, {})
     name = names("boost" if boost.weight >= 1 else "bury", boost.policy)
     parts = entry[1]
     if parts is not None and _FRAGMENT_CACHE:
-        found = _FRAGMENTS.get((template, False, (*parts, ("name", _scalar(name)))))
+        by_name = entry[2]
+        found = by_name.get(name)  # the usual call: this boost under this name again
+        if found is None:
+            found = _FRAGMENTS.get((template, False, (*parts, ("name", _scalar(name)))))
+            if found is not None and len(by_name) < _NAMES_PER_BOOST:
+                by_name[name] = found
         if found is not None:
             filled: dict[str, Any] = _fill(found[0], found[1], True)
             return filled
@@ -648,8 +666,12 @@ def _boost_function(boost: Boost, names: _Names) -> dict[str, Any]:
 
 
 #: id(boost) -> (the boost, its fragment key's typed field, values and weight, or None:
-#: not a fragment); the entry holds the boost, so its id is not reused while it is there
-_BOOST_PARTS: dict[int, tuple[Boost, tuple[Any, ...] | None]] = {}
+#: not a fragment, and its clause name -> the fragment's skeleton and holes: what
+#: ``_FRAGMENTS`` holds for the whole key, found without building and hashing the key);
+#: the entry holds the boost, so its id is not reused while it is there
+_BOOST_PARTS: dict[int, tuple[Boost, tuple[Any, ...] | None, dict[str, tuple[Node, list[Any]]]]] = {}
+#: clause names kept per boost (``boost:<policy>``, then ``#2``... when a name repeats)
+_NAMES_PER_BOOST = 4
 
 
 # --- layers 3 and 4: economics and personalization ------------------------------------
@@ -699,12 +721,28 @@ def _pins(query: dict[str, Any], plan: Plan, engine: EngineKind) -> dict[str, An
 
 
 def _facets(profile: CatalogProfile) -> dict[str, Any]:
+    """The facets clause: a function of the profile alone, so its fragment (skeleton and
+    holes) is kept per profile object once rendered, and only filled afterwards."""
+    kept = _FACETS.get(id(profile)) if _FRAGMENT_CACHE else None
+    if kept is not None and kept[0] is profile:
+        filled: dict[str, Any] = _fill(kept[1], kept[2], True)
+        return filled
     edges = [_finite("a price facet edge", float(e)) for e in profile.facets.price_ranges]
-    return _clause(
-        "facets.json.j2",
-        category_field=profile.facets.category,
-        brand_field=profile.facets.brand,
-        price_field=profile.price,
-        edges=edges,
-        size=FACET_SIZE,
-    )
+    values: dict[str, Any] = {
+        "category_field": profile.facets.category, "brand_field": profile.facets.brand,
+        "price_field": profile.price, "edges": edges, "size": FACET_SIZE,
+    }
+    key = _fragment_key("facets.json.j2", False, values) if _FRAGMENT_CACHE else None
+    clause = _clause("facets.json.j2", **values)
+    found = _FRAGMENTS.get(key) if key is not None else None
+    if found is not None:
+        if len(_FACETS) >= 64:  # bounded: a server has a profile or two
+            _FACETS.clear()
+        _FACETS[id(profile)] = (profile, found[0], found[1])
+    return clause
+
+
+#: id(profile) -> (the profile, its facets clause's skeleton and holes); the entry holds
+#: the profile (frozen), so its id is not reused while it is there
+_FACETS: dict[int, tuple[Any, Node, list[Any]]] = {}
+

@@ -148,6 +148,50 @@ def test_the_residual_is_residual_text_after_every_step(case: Consumption) -> No
         assert left.text(()) == residual_text(intent, consumed, ())
 
 
+#: words of a normalised intent: single spaces between them, none at the ends (the
+#: residual's runs are then cut without a split: ``_Residual._plain``)
+WORDS = st.lists(
+    st.sampled_from(["ab", "é", "e\u0301", "ß", "ﬁ", "x.", "cheap", "İ"]), min_size=1, max_size=12
+)
+
+
+@st.composite
+def normalised_consumptions(draw: st.DrawFn) -> Consumption:
+    intent = " ".join(draw(WORDS))
+
+    def span() -> Span:  # anywhere: on the words' edges, inside a word, over a space
+        start = draw(st.integers(0, len(intent) - 1))
+        end = draw(st.integers(start + 1, min(len(intent), start + draw(st.integers(1, 8)))))
+        return Span(start=start, end=end, text=intent[start:end])
+
+    steps = draw(st.lists(st.lists(st.builds(span), max_size=3), max_size=8))
+    return intent, steps, draw(st.lists(st.sampled_from(REWRITES), max_size=3))
+
+
+@settings(max_examples=400, deadline=None)
+@given(normalised_consumptions())
+def test_the_residual_of_a_normalised_intent_is_residual_text_after_every_step(case: Consumption) -> None:
+    intent, steps, rewrites = case
+    left = composer._Residual(intent)
+    assert left._plain  # the branch under test
+    consumed: list[Span] = []
+    for spans in steps:
+        probe = left.without(spans)
+        assert probe.text(rewrites) == residual_text(intent, [*consumed, *spans], rewrites)
+        for span in spans:
+            assert left.free(span) == (not any(span.overlaps(taken) for taken in consumed))
+        left.consume(spans)
+        consumed.extend(spans)
+        assert left.text(rewrites) == residual_text(intent, consumed, rewrites)
+
+
+def test_an_intent_with_other_white_space_is_not_taken_for_a_normalised_one() -> None:
+    for intent in (" a b", "a b ", "a  b", "a\tb", "a\u00a0b", "a\u3000b", "a\nb"):
+        assert not composer._Residual(intent)._plain, repr(intent)
+    for intent in ("a", "a b", "a.b c", ""):
+        assert composer._Residual(intent)._plain, repr(intent)
+
+
 def test_overlapping_adjacent_nested_and_repeated_spans() -> None:
     intent = "cheap dark chocolate  sans lait"
 
@@ -285,6 +329,41 @@ def test_a_new_version_of_a_policy_never_gets_what_the_old_one_proposed() -> Non
     other = ComposeContext(category_field="path", price_stats={"_all": LinearStats()})
     plan = compose(first, "x", [Match(policy_id="a")], other).plan
     assert plan.category is not None and plan.category.field == "path"  # the same rule, another field
+
+
+def test_a_step_that_changes_nothing_shares_its_policy_s_record_and_only_its_own() -> None:
+    """A policy that loses every contest and consumes nothing makes the same step record
+    whatever the request: it is kept per policy object (and binding) and shared; another
+    version's policy of the same id, or another binding of it, gets its own."""
+    context = ComposeContext(category_field="categories", price_stats={"_all": LinearStats()})
+    held = {**_policy("a", ("Chocolates",)), "priority": 90}
+
+    def loser(explain: str) -> dict[str, object]:
+        return {**_policy("b", ("Teas",)), "explain": explain}
+
+    first = policy_set({"policies": [held, loser("the first")]}, version="v1")
+    second = policy_set({"policies": [held, loser("the second")]}, version="v2")
+    matches = [Match(policy_id="a"), Match(policy_id="b")]
+    steps = {}
+    for policies in (first, second, first, second):
+        step = compose(policies, "x", matches, context).explanation.applied[1]
+        assert (step.policy_id, step.changes, step.consumed) == ("b", (), ())
+        assert steps.setdefault(policies.version, step) is step  # kept: the same record again
+        assert step.explain == f"the {'first' if policies.version == 'v1' else 'second'}"
+    # one policy, two bindings: without a market its {market} rule is dropped (and listed)
+    market_rule = {"category": {"values": ["{market}"]}}
+    rules = [{"category": {"values": ["Teas"]}}, market_rule]
+    third = policy_set({"policies": [held, {**loser("the third"), "rules": rules}]}, version="v3")
+    in_market = ComposeContext(category_field="categories", market="fr", price_stats={"_all": LinearStats()})
+    for policies, request in ((first, context), (third, context), (third, in_market), (third, context)):
+        composer_state.REFERENCE = True
+        try:
+            reference = compose(policies, "x", matches, request).model_dump_json()
+        finally:
+            composer_state.REFERENCE = False
+        assert compose(policies, "x", matches, request).model_dump_json() == reference
+    dropped = [compose(third, "x", matches, c).explanation.applied[1].dropped for c in (context, in_market)]
+    assert len(dropped[0]) == 1 and dropped[1] == ()
 
 
 def test_remembered_values_are_kept_by_identity_and_bounded() -> None:

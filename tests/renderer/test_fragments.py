@@ -10,6 +10,7 @@ be the same. A policy that changes in a new version must never get its old fragm
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -108,3 +109,43 @@ def test_rendered_bodies_share_nothing_with_the_cache() -> None:
     body["query"]["bool"]["filter"][0]["terms"]["brand"].append("mutated")  # a caller edits its body
     body["aggs"].clear()
     assert json.dumps(render(plan, PROFILE, engine="opensearch", tier="strict")) == expected
+
+
+def test_one_boost_object_under_other_clause_names_renders_as_the_reference(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A boost's fragment is kept per boost object and clause name: the same object shown
+    once, twice (``#2``) or after another boost of its policy gets its own name each time."""
+    one = Boost(field="labels", values=("vegan",), weight=2.0, policy="p")
+    other = Boost(field="brand", values=("acme",), weight=0.5, policy="p")
+    plans = [
+        Plan(residual="tea", boosts=(one,)),
+        Plan(residual="tea", boosts=(other, one)),  # "boost:p" after "bury:p": still the first
+        Plan(residual="tea", boosts=(one, one)),  # the same object twice: "boost:p#2"
+        Plan(residual="tea", boosts=(one, other, one)),
+    ]
+    expected = [_reference(plan, monkeypatch) for plan in plans]
+    renderer._FRAGMENTS.clear()
+    for _ in range(2):
+        for plan, bodies in zip(plans, expected, strict=True):
+            assert _bodies(plan) == bodies
+    text = json.dumps(render(plans[3], PROFILE, engine="opensearch", tier="strict"))
+    names = re.findall(r'"_name": "((?:boost|bury):[^"]*)"', text)
+    assert names == ["boost:p", "bury:p", "boost:p#2"]
+
+
+def test_the_facets_are_kept_per_profile(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two profiles with other facets, rendered alternately: each gets its own."""
+    facets = PROFILE.facets.model_copy(update={"price_ranges": (0.0, 10.0, 100.0)})
+    other = PROFILE.model_copy(update={"facets": facets})
+    plan = Plan(residual="tea")
+    expected = {}
+    for profile in (PROFILE, other):
+        with monkeypatch.context() as patched:
+            patched.setattr(renderer, "_clause", text_clause)
+            expected[id(profile)] = json.dumps(render(plan, profile, engine="opensearch", tier="strict"))
+    assert len(set(expected.values())) == 2
+    for _ in range(3):
+        for profile in (PROFILE, other):
+            body = render(plan, profile, engine="opensearch", tier="strict")
+            assert json.dumps(body) == expected[id(profile)]
