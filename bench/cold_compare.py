@@ -57,7 +57,7 @@ def measure(url: str, rounds: int, index: str | None = None) -> dict[str, Any]:
     def service(**search: Any) -> SearchService:
         tuned = SearchSettings(alias_watch_interval_s=3600.0, **search)
         served = settings.model_copy(update={"search": tuned})
-        return SearchService(served, engine, profile_of(settings), **({"index": index} if index else {}))
+        return SearchService(served, engine, profile_of(settings), index=index)
 
     cold, cached = service(plan_cache_size=0), service()
     calls = {
