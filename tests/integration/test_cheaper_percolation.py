@@ -48,7 +48,9 @@ def case_intents() -> list[str]:
     return found + [hostile_intent(entry) for entry in CASES.get("hostile", [])]
 
 
-def without_offsets(engine: Engine, prefix: str, policy_set: PolicySet, monkeypatch: pytest.MonkeyPatch) -> str:
+def without_offsets(
+    engine: Engine, prefix: str, policy_set: PolicySet, monkeypatch: pytest.MonkeyPatch
+) -> str:
     """``policy_set`` published under the mapping before ADR 0037: no offsets on ``intent``."""
     mapping = json.loads(json.dumps(policy_store.policies_mapping()))
     assert mapping["mappings"]["properties"]["intent"].pop("index_options") == "offsets"
@@ -58,11 +60,18 @@ def without_offsets(engine: Engine, prefix: str, policy_set: PolicySet, monkeypa
 
 
 def index_options(engine: Engine, index: str) -> Any:
-    return engine.request("GET", f"/{index}/_mapping")[index]["mappings"]["properties"]["intent"].get("index_options")
+    return engine.request("GET", f"/{index}/_mapping")[index]["mappings"]["properties"]["intent"].get(
+        "index_options"
+    )
 
 
 def same_matches(
-    engine: Engine, new: str, old: str, policies: dict[str, Policy], intents: list[str], cohorts: list[tuple[str, ...]]
+    engine: Engine,
+    new: str,
+    old: str,
+    policies: dict[str, Policy],
+    intents: list[str],
+    cohorts: list[tuple[str, ...]],
 ) -> int:
     """Assert every intent matches alike on both indices, the new one with and without the
     layout known; the number of spans compared (so that nothing is compared vacuously)."""
@@ -73,7 +82,9 @@ def same_matches(
             for now in (FIXED_NOW, FIXED_NOW - timedelta(days=2)):
                 before = matcher.match(engine, old, cleaned, policies, cohorts=group, now=now)
                 marked = matcher.match(engine, new, cleaned, policies, cohorts=group, now=now)
-                known = matcher.match(engine, new, cleaned, policies, cohorts=group, now=now, layout="triggers")
+                known = matcher.match(
+                    engine, new, cleaned, policies, cohorts=group, now=now, layout="triggers"
+                )
                 assert tuple(marked) == tuple(before), (intent, group, now)
                 assert tuple(known) == tuple(before), (intent, group, now)
                 spans += sum(len(m.spans) + len(m.captures) for m in before)
@@ -81,7 +92,10 @@ def same_matches(
 
 
 def test_offsets_give_the_same_spans_on_the_demo_set(
-    engine: Engine, ready: Ready, index_prefix: str, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+    engine: Engine,
+    ready: Ready,  # noqa: F811
+    index_prefix: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     live = policy_store.read_index(engine, ready.policies_index)
     old = without_offsets(engine, index_prefix, live.policy_set, monkeypatch)
@@ -116,13 +130,19 @@ def test_offsets_give_the_same_spans_on_a_synthetic_set(
 
 
 def test_the_demo_compiles_and_renders_alike_on_both_mappings(
-    engine: Engine, settings: Settings, ready: Ready, index_prefix: str, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+    engine: Engine,
+    settings: Settings,  # noqa: F811
+    ready: Ready,  # noqa: F811
+    index_prefix: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Plans and rendered tiers of every regression intent: the service on the offsets index
     (layout known, no marker) against a service on the same set without offsets."""
     live = policy_store.read_index(engine, ready.policies_index)
     old = without_offsets(engine, index_prefix, live.policy_set, monkeypatch)
-    tuned = settings.model_copy(update={"search": settings.search.model_copy(update={"plan_cache_size": 0})})
+    tuned = settings.model_copy(
+        update={"search": settings.search.model_copy(update={"plan_cache_size": 0})}
+    )
     new_service = SearchService(tuned, engine, profile_of(tuned), index=ready.policies_index)
     old_service = SearchService(tuned, engine, profile_of(tuned), index=old)
     try:
@@ -140,11 +160,15 @@ def test_the_demo_compiles_and_renders_alike_on_both_mappings(
 
 
 def test_the_layout_is_read_once_per_version_and_the_marker_not_asked_for(
-    engine: Engine, settings: Settings, ready: Ready  # noqa: F811
+    engine: Engine,
+    settings: Settings,  # noqa: F811
+    ready: Ready,  # noqa: F811
 ) -> None:
     assert policy_store.read_index(engine, ready.policies_index).layout == "triggers"
     recording = Recording(engine)
-    tuned = settings.model_copy(update={"search": settings.search.model_copy(update={"plan_cache_size": 0})})
+    tuned = settings.model_copy(
+        update={"search": settings.search.model_copy(update={"plan_cache_size": 0})}
+    )
     service = SearchService(tuned, recording, profile_of(tuned), index=ready.policies_index)
     try:
         service.search(SearchRequest(intent="oranges"), FIXED_NOW)  # the version loaded
@@ -153,7 +177,9 @@ def test_the_layout_is_read_once_per_version_and_the_marker_not_asked_for(
         service.search(SearchRequest(intent="chocolate without peanuts", user_id="alice"), FIXED_NOW)
     finally:
         service.close()
-    percolations = [body for _, path, body in recording.sent if ready.policies_index in str(path) + str(body)]
+    percolations = [
+        body for _, path, body in recording.sent if ready.policies_index in str(path) + str(body)
+    ]
     assert len(percolations) == 2  # one ``_search``, one ``_msearch`` with the purchases
     assert all("percolate" in str(body) and matcher.LAYOUT_ID not in str(body) for body in percolations)
     assert not any(path.endswith(f"/_doc/{matcher.LAYOUT_ID}") for _, path, _ in recording.sent)
@@ -168,7 +194,11 @@ def test_a_legacy_index_is_known_as_one_and_matched_the_old_way(
     oldest = publish_legacy(engine, index_prefix, policy_set, monkeypatch, phrases=False)
     assert policy_store.read_index(engine, current).layout == "triggers"
     assert policy_store.read_index(engine, oldest).layout == "legacy"
-    for intent in ("dark chocolate", "bar1 bar2 and dark chocolate sans lait", "Dark Chocolates bar3 without milk"):
+    for intent in (
+        "dark chocolate",
+        "bar1 bar2 and dark chocolate sans lait",
+        "Dark Chocolates bar3 without milk",
+    ):
         cleaned = matcher.clean_intent(intent)
         expected = matcher.match(engine, current, cleaned, policies, now=FIXED_NOW)
         assert expected
@@ -181,9 +211,13 @@ def test_the_percolation_asks_for_the_marker_only_when_the_layout_is_unknown() -
     _, known = matcher.percolation("policies", "dark chocolate", "triggers")
     assert matcher.LAYOUT_ID in json.dumps(unknown) and matcher.LAYOUT_ID not in json.dumps(known)
     assert known["query"] == unknown["query"]["bool"]["should"][0]
-    assert {k: v for k, v in known.items() if k != "query"} == {k: v for k, v in unknown.items() if k != "query"}
+    assert {k: v for k, v in known.items() if k != "query"} == {
+        k: v for k, v in unknown.items() if k != "query"
+    }
 
 
 def test_the_mapping_file_indexes_intent_offsets() -> None:
-    mapping = json.loads(Path(policy_store.project_path("mappings/policies.json")).read_text(encoding="utf-8"))
+    mapping = json.loads(
+        Path(policy_store.project_path("mappings/policies.json")).read_text(encoding="utf-8")
+    )
     assert mapping["mappings"]["properties"]["intent"]["index_options"] == "offsets"
