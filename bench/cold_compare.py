@@ -17,6 +17,10 @@ Per variant: the wall time p50 and the process CPU time (user + system of the pr
 its threads, ``time.process_time``; the engine is another process) p50 and mean, the engine
 requests per search, and the cold stages' medians. The watches are read once (interval 3600 s).
 The summary is the median over the runs of each run's figures; each run's load average is kept.
+
+``--before-index`` / ``--after-index``: serve that side from this policies index (the
+service's ``index=``) instead of the live alias, e.g. two copies of the demo set under two
+mappings (ADR 0037: ``intent`` with and without offsets).
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ VARIANTS = ("cold", "cold_user", "cached")
 USER = "alice"
 
 
-def measure(url: str, rounds: int) -> dict[str, Any]:
+def measure(url: str, rounds: int, index: str | None = None) -> dict[str, Any]:
     """One side, in this process: the figures of each variant."""
     from bench.governed import INTENTS  # of the tree on PYTHONPATH: the same 20 intents
     from control_plane.bootstrap import profile_of
@@ -52,7 +56,8 @@ def measure(url: str, rounds: int) -> dict[str, Any]:
 
     def service(**search: Any) -> SearchService:
         tuned = SearchSettings(alias_watch_interval_s=3600.0, **search)
-        return SearchService(settings.model_copy(update={"search": tuned}), engine, profile_of(settings))
+        served = settings.model_copy(update={"search": tuned})
+        return SearchService(served, engine, profile_of(settings), index=index)
 
     cold, cached = service(plan_cache_size=0), service()
     calls = {
@@ -93,11 +98,12 @@ def measure(url: str, rounds: int) -> dict[str, Any]:
     }
 
 
-def _side(tree: Path, url: str, rounds: int) -> dict[str, Any]:
+def _side(tree: Path, url: str, rounds: int, index: str | None = None) -> dict[str, Any]:
     load = os.getloadavg()[0]
     env = {**os.environ, "PYTHONPATH": str(tree)}
+    served = ["--index", index] if index else []
     done = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), "--measure", url, "--rounds", str(rounds)],
+        [sys.executable, str(Path(__file__).resolve()), "--measure", url, "--rounds", str(rounds), *served],
         cwd="/", env=env, check=True, capture_output=True, text=True,
     )  # fmt: skip
     figures: dict[str, Any] = json.loads(done.stdout)
@@ -121,12 +127,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3, help="processes per tree (default 3)")
     parser.add_argument("--rounds", type=int, default=8, help="rounds over the intents per process")
     parser.add_argument("--out", type=Path, help="result file (JSON)")
+    parser.add_argument("--before-index", help="the index the before side serves (default: the alias)")
+    parser.add_argument("--after-index", help="the index the after side serves (default: the alias)")
+    parser.add_argument("--index", help=argparse.SUPPRESS)  # of one side
     parser.add_argument("--measure", metavar="URL", help=argparse.SUPPRESS)  # one side, JSON to stdout
     args = parser.parse_args(argv)
     here = str(Path(__file__).resolve().parent)  # run as a script: bench/http.py would shadow http
     sys.path[:] = [entry for entry in sys.path if entry != here]
     if args.measure:
-        print(json.dumps(measure(args.measure, args.rounds)))
+        print(json.dumps(measure(args.measure, args.rounds, args.index)))
         return 0
     if not (args.engine_url and args.before and args.out):
         parser.error("--engine-url, --before and --out are required")
@@ -146,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
         order = ("before", "after") if number % 2 == 0 else ("after", "before")
         for side in order:
             tree = args.before.resolve() if side == "before" else HERE
-            sides[side].append(_side(tree, args.engine_url, args.rounds))
+            index = args.before_index if side == "before" else args.after_index
+            sides[side].append(_side(tree, args.engine_url, args.rounds, index))
     result = {
         "command": "python -m bench.cold_compare " + " ".join(sys.argv[1:] if argv is None else argv),
         "machine": machine(),

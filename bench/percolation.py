@@ -3,8 +3,9 @@
 Per size, a synthetic set (``bench/synthetic.py``) is published under its own prefix
 (publish time and the engine's memory after it recorded); then, interleaved by size and
 round, every intent is timed twice: ``matcher.match`` end to end with the loaded set's policy
-map (one percolation of the distinct trigger documents, highlighted and paged, then the
-expansion to policies in memory: filters, spans, captures; ADR 0015) and
+map and the index's layout read once, as a service loads a version (one percolation of the
+distinct trigger documents, highlighted and paged, no layout marker asked for, ADR 0037;
+then the expansion to policies in memory: filters, spans, captures; ADR 0015) and
 ``SearchService.compile`` with the plan cache off (percolate, catalog statistics, compose)
 against the set's index. The first load of each set is timed, then its steps one by one,
 then the load of a next version (one policy in 1,000 changed) from the served one and alone.
@@ -153,11 +154,15 @@ def _measure(
     rounds: int,
 ) -> dict[str, Any]:
     requests = {intent: SearchRequest(intent=intent, cohorts=COHORTS) for intent in intents}
+    # read once per version, as a service does when it loads one (ADR 0037)
+    layouts = {size: matcher.layout_of(entry[2].engine, entry[0]) for size, entry in published.items()}
 
     def percolate(size: int, intent: str) -> tuple[int, int]:
         index, by_id, service = published[size]
         elapsed, found = timed(
-            lambda: matcher.match(service.engine, index, intent, by_id, cohorts=COHORTS, now=synthetic.NOW)
+            lambda: matcher.match(
+                service.engine, index, intent, by_id, cohorts=COHORTS, now=synthetic.NOW, layout=layouts[size]
+            )
         )
         return elapsed, len(found)
 

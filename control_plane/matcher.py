@@ -51,6 +51,14 @@ Indices written by earlier releases (one percolator document per policy, with or
 phrase documents) carry no :data:`LAYOUT_ID` marker: they are matched the old way
 (:func:`_match_legacy`: policies filtered in the engine and paged, spans from the phrase
 documents or from the policies' own highlighted queries), at the old cost.
+
+Which layout an index has is read once, when its version is loaded (:func:`layout_of`,
+``LivePolicySet.layout``); a caller that passes it (``layout=``) sends the percolation
+without the marker's ``ids`` clause, and a legacy index goes straight to the old way. A
+caller that does not know asks for the marker in every percolation, as before (ADR 0037).
+The ``intent`` field is indexed with offsets (``mappings/policies.json``): the highlighter
+reads each matched document's spans from the percolated document's postings instead of
+analysing the intent again per hit; the spans are the same (ADR 0037).
 """
 
 from __future__ import annotations
@@ -60,7 +68,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import chain, combinations
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from control_plane.engine import Engine
 from control_plane.intent_text import normalise
@@ -213,6 +221,18 @@ def phrase_documents(policies: Iterable[Policy]) -> Iterator[tuple[str, dict[str
 TRIGGER_DOC = "trigger"
 #: the id of the document that marks an index of the trigger layout
 LAYOUT_ID = "__layout_triggers__"
+
+
+Layout = Literal["triggers", "legacy"]
+"""how a policies index stores its triggers: ``triggers`` (one document per distinct trigger
+query, the :data:`LAYOUT_ID` marker) or ``legacy`` (an earlier release's, no marker)"""
+
+
+def layout_of(engine: Engine, index: str) -> Layout:
+    """The layout of ``index``: one read of the marker document (done when a version is
+    loaded, so that a percolation need not ask for the marker)."""
+    marker = engine.get_document(index, LAYOUT_ID, source=["doc_type"])
+    return "triggers" if marker is not None else "legacy"
 
 
 def trigger_id(kind: str, phrase: str) -> str:
@@ -612,6 +632,7 @@ def match(
     cohorts: Sequence[str] = (),
     now: datetime,
     first: Mapping[str, Any] | None = None,
+    layout: Layout | None = None,
 ) -> Matches:
     """Percolate ``intent`` (already cleaned) against the triggers stored in ``index``.
 
@@ -627,42 +648,49 @@ def match(
     ``first``: the answer to :func:`percolation`'s request when the caller sent it itself
     (in one ``_msearch`` with another search, checked as ``_msearch`` items are: a failed
     item or a missing shard raised there); the next pages, if any, are asked here.
+
+    ``layout``: the index's, when the caller read it (:func:`layout_of`, once per loaded
+    version): the percolation then asks for no marker, and a ``legacy`` index is matched
+    the old way at once; ``first`` must then be the answer to ``percolation(...,
+    layout=layout)``'s request. Without it, every percolation finds the marker or not.
     """
+    if layout == "legacy":
+        return _match_legacy(engine, index, intent, policies, cohorts=cohorts, now=now)
     triggers = policies.triggers if isinstance(policies, PolicyMap) else Triggers.of(policies.values())
+    marked = layout is None
 
     def page(after: str | None) -> dict[str, Any]:
-        return _trigger_percolation(intent, after)
+        return _trigger_percolation(intent, after, marked=marked)
 
     if first is None:
         first = engine.search(index, page(None))
     hits = _pages(engine, index, first, page)
-    if not any(hit["_id"] == LAYOUT_ID for hit in hits):
+    if marked and not any(hit["_id"] == LAYOUT_ID for hit in hits):
         return _match_legacy(engine, index, intent, policies, cohorts=cohorts, now=now)
     ranges = {hit["_id"]: _marked_ranges(hit) for hit in hits}
     return triggers.expand(intent, ranges, frozenset(cohorts), now)
 
 
-def percolation(index: str, intent: str) -> tuple[str, dict[str, Any]]:
+def percolation(index: str, intent: str, layout: Layout | None = None) -> tuple[str, dict[str, Any]]:
     """The first request :func:`match` sends, as (index, body): for a caller that sends it
-    together with another search and hands the answer to :func:`match` (``first``)."""
-    return index, _trigger_percolation(intent, None)
+    together with another search and hands the answer to :func:`match` (``first``, with
+    the same ``layout``)."""
+    return index, _trigger_percolation(intent, None, marked=layout is None)
 
 
-def _trigger_percolation(intent: str, after: str | None) -> dict[str, Any]:
-    """A page of the trigger documents ``intent`` matches (highlighted), and the layout
-    marker (an ``ids`` query: found whatever the intent)."""
+def _trigger_percolation(intent: str, after: str | None, *, marked: bool = True) -> dict[str, Any]:
+    """A page of the trigger documents ``intent`` matches (highlighted), and, ``marked``,
+    the layout marker (an ``ids`` query: found whatever the intent)."""
     percolate = {"percolate": {"field": "query", "document": {"intent": intent}}}
+    triggers = {"bool": {"must": [percolate], "filter": [{"term": {"doc_type": TRIGGER_DOC}}]}}
+    query = (
+        {"bool": {"should": [triggers, {"ids": {"values": [LAYOUT_ID]}}], "minimum_should_match": 1}}
+        if marked
+        else triggers
+    )
     body: dict[str, Any] = {
         "size": PAGE,
-        "query": {
-            "bool": {
-                "should": [
-                    {"bool": {"must": [percolate], "filter": [{"term": {"doc_type": TRIGGER_DOC}}]}},
-                    {"ids": {"values": [LAYOUT_ID]}},
-                ],
-                "minimum_should_match": 1,
-            }
-        },
+        "query": query,
         "_source": False,
         # an index of an earlier layout has no ``trigger`` field (and finds no marker)
         "sort": [{"trigger": {"order": "asc", "unmapped_type": "keyword"}}],

@@ -40,7 +40,7 @@ from control_plane.catalog.analysis import PolicyAnalysis
 from control_plane.config import CatalogSettings, project_path
 from control_plane.engine import Engine, EngineError
 from control_plane.intent_text import normalise
-from control_plane.matcher import index_documents
+from control_plane.matcher import Layout, index_documents, layout_of
 from control_plane.policy import PolicySet
 from control_plane.policy_digests import Digests, load_set
 from control_plane.policy_index import index_of
@@ -125,6 +125,9 @@ class LivePolicySet:
     next version's load may reuse: :mod:`control_plane.policy_digests`)"""
     reused: int = field(default=0, compare=False)
     """how many policies this load took from the previous version instead of validating"""
+    layout: Layout | None = field(default=None, compare=False)
+    """how the index stores its triggers (:func:`control_plane.matcher.layout_of`), read
+    as the version is loaded; None where it was not read: the matcher asks per request"""
 
 
 def index_name(prefix: str, version: str) -> str:
@@ -418,7 +421,8 @@ def read_index(engine: Engine, index: str, previous: LivePolicySet | None = None
     # The set lives as long as it is served: keep its objects out of the cyclic collector's
     # full scans (at 10,000 policies a gen-2 collection inside a request cost milliseconds).
     gc.freeze()
-    return LivePolicySet(index=index, policy_set=policy_set, digests=digests, reused=reused)
+    layout = layout_of(engine, index)  # once per version: no percolation asks for it (ADR 0037)
+    return LivePolicySet(index=index, policy_set=policy_set, digests=digests, reused=reused, layout=layout)
 
 
 _GC_LOCK = threading.Lock()

@@ -367,12 +367,13 @@ class SearchService:
                     self.engine,
                     PURCHASES_INDEX,
                     user,
-                    matcher.percolation(live.index, intent),
+                    matcher.percolation(live.index, intent, live.layout),
                 )
                 rows = tuple(found)
                 self.purchases.put(version, user, rows, *edges())
             matches = matcher.match(
-                self.engine, live.index, intent, by_id, cohorts=request.cohorts, now=now, first=first
+                self.engine, live.index, intent, by_id, cohorts=request.cohorts, now=now, first=first,
+                layout=live.layout,
             )
             stages.append(StageTiming("percolate", started, time.perf_counter_ns()))
             context = self._context(request)

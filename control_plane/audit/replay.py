@@ -81,7 +81,9 @@ def run(service: SearchService, record: dict[str, Any], live: policy_store.LiveP
     cohorts = tuple(params.get("cohorts") or ())
     now = parse_time(record.get("now") or record["time"])  # the instant it was evaluated at
     by_id = live.policy_set.lookups().by_id
-    matches = matcher.match(service.engine, live.index, intent, by_id, cohorts=cohorts, now=now)
+    matches = matcher.match(
+        service.engine, live.index, intent, by_id, cohorts=cohorts, now=now, layout=live.layout
+    )
     context = ComposeContext(
         cohorts=cohorts,
         market=params.get("market"),

@@ -88,6 +88,7 @@ def publish_legacy(
     (``phrases``) one per distinct phrase, in a mapping without the fields added since."""
     mapping = json.loads(json.dumps(policy_store.policies_mapping()))
     del mapping["mappings"]["properties"]["trigger"]
+    del mapping["mappings"]["properties"]["intent"]["index_options"]  # offsets since ADR 0037
     if not phrases:
         del mapping["mappings"]["properties"]["phrase"]
 
