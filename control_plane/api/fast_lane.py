@@ -184,7 +184,10 @@ class LanedApp(FastAPI):
             if not message.get("more_body", False):
                 break
         raw = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        body = well_formed(raw, "application/json", lane.model)
+        try:
+            body = well_formed(raw, "application/json", lane.model)
+        except Exception:  # e.g. JSON nested too deep for the parser: whatever the stack answers
+            body = None
         if body is None:  # not JSON, not an object, not a valid request: the stack's 400/422
             await super().__call__(scope, _replaying(messages, receive), send)
             return

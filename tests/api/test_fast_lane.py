@@ -194,6 +194,8 @@ def cases(keys: dict[str, str]) -> list[Case]:
         ("malformed JSON", "POST", b'{"intent": "choc', {**JSON, **key}, False, as_is),
         ("not UTF-8", "POST", b'{"intent": "\xff"}', {**JSON, **key}, False, as_is),
         ("NaN", "POST", b'{"intent": "choc", "size": NaN}', {**JSON, **key}, False, as_is),
+        ("nested too deep", "POST", b'{"intent": "c", "x": ' + b"[" * 1900 + b"]" * 1900 + b"}",
+         {**JSON, **key}, False, as_is),
         ("an array", "POST", b'[{"intent": "chocolate"}]', {**JSON, **key}, False, as_is),
         ("a string", "POST", b'"chocolate"', {**JSON, **key}, False, as_is),
         ("empty body", "POST", b"", {**JSON, **key}, False, as_is),
