@@ -11,7 +11,9 @@ that was about a third of the event loop's Python.
 :class:`LanedApp` is the :class:`~fastapi.FastAPI` app ``create_app`` builds. For a request
 the lane is sure about it does what the stack does, in one coroutine:
 
-- only ``POST /v1/search`` (no root path, FastAPI's native telemetry off, no dependency
+- only in an app whose middlewares are the three it stands in for (``RecordRefused``,
+  ``BodyLimit``, ``RequestDeadline``: another one, CORS or a tracer, means no lane), only
+  ``POST /v1/search`` (no root path, FastAPI's native telemetry off, no dependency
   overrides, no app-wide body size, not in debug), ``Content-Type: application/json``
   exactly (any case) and a ``Content-Length`` of 1 to ``api.max_body_bytes`` bytes. Any
   other request goes to the full stack untouched;
@@ -59,6 +61,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from control_plane import deadline
 from control_plane.api import errors
+from control_plane.api.limits import BodyLimit, RequestDeadline
 from control_plane.api.search_route import Guard, SearchRoute, shortcut_shape, well_formed
 
 PATH = "/v1/search"
@@ -68,7 +71,8 @@ Refused = Callable[[Request, int], Awaitable[None]]
 class Lane:
     """What the lane needs of the app, found once, when the app first serves a search:
     the route, its shape, the child scope the router would give it, the exception handlers
-    the stack would use. None of it when the route is not the one the router would pick."""
+    the stack would use. None (no lane) when the route is not the one the router would
+    pick, or when the app has a middleware besides the three the lane stands in for."""
 
     def __init__(
         self,
@@ -89,6 +93,12 @@ class Lane:
 
     @classmethod
     def of(cls, app: FastAPI) -> Lane | None:
+        from control_plane.audit.router import RecordRefused  # lazy: the audit package imports the API
+
+        # the lane does what these do; a middleware it does not know would be skipped
+        known: tuple[Any, ...] = (RecordRefused, BodyLimit, RequestDeadline)
+        if any(m.cls not in known for m in app.user_middleware):
+            return None
         sample: Scope = {"type": "http", "path": PATH, "root_path": "", "method": "POST"}
         for route in app.router.routes:
             match, child = route.matches(sample)

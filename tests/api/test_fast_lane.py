@@ -382,3 +382,25 @@ def test_an_exception_no_handler_takes_is_answered_500_and_raised_to_the_server(
         assert body["error"]["code"] == "internal_error"
         answers.append((body["error"]["message"], served.stack_calls - before))
     assert answers == [("RuntimeError: internal error", 0), ("RuntimeError: internal error", 1)]
+
+
+def test_an_app_with_a_middleware_the_lane_does_not_know_takes_the_stack(service: SearchService) -> None:
+    """The lane stands in for the three middlewares it knows; with another one added (CORS,
+    a tracer...) every search goes through the stack, that middleware included."""
+    app = create_app(service, clock=FIXED_CLOCK)
+    seen: list[str] = []
+
+    class Watching:
+        def __init__(self, app: Any) -> None:
+            self.app = app
+
+        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] == "http":
+                seen.append(scope["path"])
+            await self.app(scope, receive, send)
+
+    app.add_middleware(Watching)
+    with TestClient(app) as client:
+        response = client.post("/v1/search", content=SEARCH, headers=JSON)
+    assert response.status_code == 200
+    assert seen == ["/v1/search"]
