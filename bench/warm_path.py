@@ -14,6 +14,9 @@ kept, in microseconds. No engine:
   steps one by one (``intent_text._normalised``);
 - ``answer``: ``search_response`` of a ten-hit answer against building each ``HitOut``
   and then the ``SearchResponse`` (the code before);
+- ``lane``: the same ``POST`` through an app built as ``create_app`` builds its stack (the
+  app's exception handlers, ``RecordRefused``, ``BodyLimit``, ``RequestDeadline``, the route
+  of ``/v1/search``) with the search fast lane (ADR 0036) against the same app without it;
 - ``hit``: ``executor._hit`` of ten hits with four clause names each, against parsing
   every name on every call (the code before).
 
@@ -93,6 +96,60 @@ def _route_calls() -> Pair:
             lambda: loop.run_until_complete(post("/general")), loop.close)
 
 
+def _lane_calls() -> Pair:
+    from control_plane.api import errors
+    from control_plane.api.fast_lane import LanedApp
+    from control_plane.api.limits import BodyLimit, RequestDeadline
+    from control_plane.audit.router import RecordRefused
+
+    async def endpoint(body: SearchBody, request: Request) -> Response:
+        errors.request_id(request)
+        return Response(b'{"ok":true}', media_type="application/json")
+
+    async def refused(request: Request, status: int) -> None:
+        raise SystemExit(f"refused: {status}")
+
+    apps = []
+    for lane in (True, False):
+        app = LanedApp()
+        errors.install(app)
+        app.router.add_api_route("/v1/search", endpoint, methods=["POST"], route_class_override=SearchRoute,
+                                 dependencies=[Depends(search_guard(False))])
+        app.add_middleware(RequestDeadline, seconds=30.0)
+        app.add_middleware(BodyLimit, limit=16_384)
+        app.add_middleware(RecordRefused, recorder=None)  # type: ignore[arg-type]  # no refusal here
+        if lane:
+            app.enable_lane(limit=16_384, deadline_s=30.0, refused=refused)
+        apps.append(app)
+    body = json.dumps({"intent": "chocolat sans arachide", "size": 5}).encode()
+    loop = asyncio.new_event_loop()
+
+    async def post(app: Any) -> None:
+        scope = {
+            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+            "scheme": "http", "path": "/v1/search", "raw_path": b"/v1/search", "query_string": b"",
+            "root_path": "", "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80), "state": {},
+            "headers": [(b"host", b"bench"), (b"content-type", b"application/json"),
+                        (b"content-length", str(len(body)).encode())],
+        }
+        messages = [{"type": "http.request", "body": body, "more_body": False}]
+        sent: list[Any] = []
+
+        async def receive() -> Any:
+            return messages.pop() if messages else {"type": "http.disconnect"}
+
+        async def send(message: Any) -> None:
+            sent.append(message)
+
+        await app(scope, receive, send)
+        if sent[0]["status"] != 200:
+            raise SystemExit(f"lane: {sent}")
+
+    laned, stacked = apps
+    return (lambda: loop.run_until_complete(post(laned)),
+            lambda: loop.run_until_complete(post(stacked)), loop.close)
+
+
 def _answer_calls() -> Pair:
     profile = SimpleNamespace(title="title", brand="brand", price="price", display=("price", "category"))
     hits = tuple(
@@ -151,7 +208,8 @@ def _normalise_calls() -> Pair:
 
 
 PAIRS: dict[str, Callable[[], Pair]] = {
-    "route": _route_calls, "normalise": _normalise_calls, "answer": _answer_calls, "hit": _hit_calls,
+    "route": _route_calls, "lane": _lane_calls, "normalise": _normalise_calls, "answer": _answer_calls,
+    "hit": _hit_calls,
 }
 
 

@@ -93,6 +93,9 @@ class ApiSettings(Section):
     """a search its cached plan serves with one engine call runs on the event loop (no
     thread-pool hop, the engine call and the audit wait awaited; ADR 0030); false: every
     search runs in the thread pool"""
+    fast_lane: bool = True
+    """a plainly well-formed ``POST /v1/search`` is answered in front of the ASGI middleware
+    stack, as the stack would answer it (ADR 0036); false: every request takes the stack"""
     secure_cookies: bool = False
     """mark the console's cookies ``Secure`` even over plain http (behind a TLS-terminating
     proxy); they are always ``Secure`` on a request that arrived over https"""
@@ -234,6 +237,7 @@ ENV_OVERRIDES: dict[str, tuple[str, str]] = {
     "GOVSEARCH_API_THREADS": ("api", "threads"),
     "GOVSEARCH_API_ACCESS_LOG": ("api", "access_log"),
     "GOVSEARCH_API_CACHED_ON_LOOP": ("api", "cached_on_loop"),
+    "GOVSEARCH_API_FAST_LANE": ("api", "fast_lane"),
     "GOVSEARCH_ENGINE_CONNECTIONS": ("engine", "connections"),
     "GOVSEARCH_SECURE_COOKIES": ("api", "secure_cookies"),
     "GOVSEARCH_KEYS_INDEX": ("auth", "keys_index"),

@@ -13,6 +13,7 @@ from starlette.concurrency import run_in_threadpool
 
 from control_plane.api import document, errors, readiness
 from control_plane.api.auth import require_internals, require_preview, search_guard
+from control_plane.api.fast_lane import LanedApp, Refused
 from control_plane.api.limits import BodyLimit, RequestDeadline
 from control_plane.api.models import CompileResponse, Health, SearchBody, SearchResponse
 from control_plane.api.policies import router as policies_router
@@ -84,11 +85,24 @@ def served_catalog(service: SearchService, body: Any) -> None:
         )
 
 
+def refusal_recorder(recorder: Any) -> Refused:
+    """How the fast lane records a search it refused before the handler recorded it: what
+    ``RecordRefused`` does for a refusal the stack answers (ADR 0036)."""
+    from control_plane.audit.router import RecordRefused  # lazy: import cycle
+
+    refusals = RecordRefused(None, recorder)  # type: ignore[arg-type]  # its recording alone
+
+    async def refused(request: Request, status: int) -> None:
+        await refusals._record(request, status, "search")
+
+    return refused
+
+
 def create_app(service: SearchService, *, clock: Clock) -> FastAPI:
     """The API over ``service``. ``clock`` is the one clock of the app: the instant a
     request is evaluated at (unless it previews another with ``now``), record times,
     workflow events, agent budgets."""
-    app = FastAPI(
+    app = LanedApp(
         title="govsearch",
         version="0.1.0",
         description="Deterministic policy control plane for e-commerce search.",
@@ -196,4 +210,10 @@ def create_app(service: SearchService, *, clock: Clock) -> FastAPI:
 
     install_console(app)
     install_audit(app, service, clock)  # audit routes, /metrics, recorder (last: outermost middleware)
+    if service.settings.api.fast_lane:  # a well-formed search in front of the stack (ADR 0036)
+        app.enable_lane(
+            limit=service.settings.api.max_body_bytes,
+            deadline_s=service.settings.request_deadline_s(),
+            refused=refusal_recorder(app.state.recorder),
+        )
     return app

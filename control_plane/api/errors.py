@@ -54,9 +54,13 @@ HTTP_CODES = {
 
 
 def request_id(request: Request) -> str:
-    rid = getattr(request.state, "request_id", None)
+    """The request's id, made on first use: ``request.state.request_id``, read from the
+    scope's state dict that ``request.state`` wraps (Starlette's ``State`` keeps its
+    attributes in ``scope["state"]``), without building a ``State`` on every call."""
+    state = request.scope.setdefault("state", {})
+    rid = state.get("request_id")
     if rid is None:
-        rid = request.state.request_id = uuid.uuid4().hex
+        rid = state["request_id"] = uuid.uuid4().hex
     return str(rid)
 
 

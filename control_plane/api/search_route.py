@@ -115,7 +115,7 @@ def well_formed(raw: bytes, content_type: str | None, model: type[BaseModel]) ->
         return None
     try:
         data = json.loads(raw)
-    except ValueError:  # json.JSONDecodeError, UnicodeDecodeError
+    except (ValueError, RecursionError):  # JSONDecodeError, UnicodeDecodeError; nested too deep
         return None
     if not isinstance(data, dict):
         return None
