@@ -61,6 +61,11 @@ def current() -> Deadline | None:
     return _current.get()
 
 
+def current_requested() -> Deadline | None:
+    """The deadline of the request being served (:func:`requested`), enforced or not yet."""
+    return _requested.get()
+
+
 @contextmanager
 def bounded(seconds: float) -> Iterator[Deadline]:
     """Run the enclosed work (and what it starts with a copy of the context) under a
@@ -74,10 +79,11 @@ def bounded(seconds: float) -> Iterator[Deadline]:
 
 
 @contextmanager
-def requested(seconds: float) -> Iterator[Deadline]:
-    """The enclosed request has a deadline ``seconds`` from now, which the work marked
-    :func:`enforced` obeys."""
-    deadline = Deadline.after(seconds)
+def requested(seconds: float, *, since: float | None = None) -> Iterator[Deadline]:
+    """The enclosed request has a deadline ``seconds`` from now (or from ``since``, a
+    ``time.monotonic()`` reading: when it arrived), which the work marked :func:`enforced`
+    obeys."""
+    deadline = Deadline.after(seconds) if since is None else Deadline(seconds, since + seconds)
     token = _requested.set(deadline)
     try:
         yield deadline

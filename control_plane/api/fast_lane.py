@@ -23,13 +23,16 @@ the lane is sure about it does what the stack does, in one coroutine:
   its messages replayed through a wrapped ``receive``, so every 400, 413 and 422 comes
   from the same code as before;
 - a well-formed one: the request id (as ``BodyLimit`` makes it), the request deadline (as
-  ``RequestDeadline``), the route's guards and endpoint (as ``SearchRoute``); an exception
+  ``RequestDeadline``, counted from when the request arrived, its body's upload included),
+  the route's guards and endpoint (as ``SearchRoute``); an exception
   answered by the handler the exception middleware would pick (the app's registered
   handlers, looked up as Starlette does), an exception none handles by the app's 500
   handler, then re-raised (as ``ServerErrorMiddleware`` does: uvicorn logs it); a refused
   answer (status 400 or more) that did not record its search recorded as ``RecordRefused``
   records it, before the answer is sent; the answer sent straight to uvicorn, which writes
-  the access line as for any other request.
+  the access line as for any other request. An exception from anything else the lane does
+  (the refusal record, a handler, sending) is answered as ``ServerErrorMiddleware`` answers
+  it: the app's 500 handler when nothing was sent yet, then raised again.
 
 The lane is on by default; ``api.fast_lane: false`` (``GOVSEARCH_API_FAST_LANE``) sends
 every request through the stack. ``tests/api/test_fast_lane.py`` sends the same corpus of
@@ -39,6 +42,7 @@ records.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -153,6 +157,7 @@ class LanedApp(FastAPI):
         ):
             await super().__call__(scope, receive, send)
             return
+        arrived = time.monotonic()  # the request deadline counts from here, as the stack's
         lane = self._lane if self._lane_built else self._build_lane()
         content_type = length = None
         for name, value in scope["headers"]:
@@ -201,23 +206,39 @@ class LanedApp(FastAPI):
         if body is None:  # not JSON, not an object, not a valid request: the stack's 400/422
             await super().__call__(scope, _replaying(messages, receive), send)
             return
-        await self._serve(lane, body, raw, scope, _replaying(messages, receive), send)
+        started = False
+
+        async def sending(message: Message) -> None:
+            nonlocal started
+            started = True
+            await send(message)
+
+        try:
+            await self._serve(lane, body, raw, arrived, scope, _replaying(messages, receive), sending)
+        except Exception as error:  # as ServerErrorMiddleware, which the stack has outermost
+            if not started:
+                await _server_error(lane, scope, receive, send, error)
+            raise
 
     def _build_lane(self) -> Lane | None:
+        if self.middleware_stack is None:  # as a first request through the stack would: the
+            self.middleware_stack = self.build_middleware_stack()  # app is started, add_middleware refuses
         self._lane, self._lane_built = Lane.of(self), True
         return self._lane
 
     async def _serve(
-        self, lane: Lane, body: BaseModel, raw: bytes, scope: Scope, receive: Receive, send: Send
+        self, lane: Lane, body: BaseModel, raw: bytes, arrived: float, scope: Scope, receive: Receive,
+        send: Send,
     ) -> None:
         scope["app"] = self  # what Starlette's app and router set on the way in
         scope.setdefault("router", self.router)
         scope.update(lane.child_scope)
+        scope["path_params"] = {}  # the router's: a dict of each request's own
         request = Request(scope, receive, send)
         request._body = raw  # read above: the endpoint's request has it, as FastAPI's would
         errors.request_id(request)  # as BodyLimit: every answer, refusals included, has one
         try:
-            with deadline.requested(self.lane_deadline_s):  # as RequestDeadline
+            with deadline.requested(self.lane_deadline_s, since=arrived):  # as RequestDeadline
                 for guard, name in lane.guards:
                     await guard(**{name: request})
                 response: Response = await lane.endpoint(
@@ -249,15 +270,22 @@ class LanedApp(FastAPI):
                 response = await run_in_threadpool(handler, request, error)  # type: ignore[arg-type]
             error.__traceback__ = None  # as Starlette: a reused exception keeps no tracebacks
             return response
-        request = Request(scope)
-        if lane.error_handler is None:
-            response = Response("Internal Server Error", status_code=500, media_type="text/plain")
-        elif is_async_callable(lane.error_handler):
-            response = await lane.error_handler(request, error)
-        else:
-            response = await run_in_threadpool(lane.error_handler, request, error)
-        await response(scope, receive, send)
+        await _server_error(lane, scope, receive, send, error)
         raise error
+
+
+async def _server_error(lane: Lane, scope: Scope, receive: Receive, send: Send, error: Exception) -> None:
+    """Send the answer ``ServerErrorMiddleware`` gives to ``error``: the app's 500 handler's
+    (or a plain 500 when it has none)."""
+    request = Request(scope)
+    response: Response
+    if lane.error_handler is None:
+        response = Response("Internal Server Error", status_code=500, media_type="text/plain")
+    elif is_async_callable(lane.error_handler):
+        response = await lane.error_handler(request, error)
+    else:
+        response = await run_in_threadpool(lane.error_handler, request, error)
+    await response(scope, receive, send)
 
 
 def _replaying(messages: list[Message], receive: Receive) -> Receive:

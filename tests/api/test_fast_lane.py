@@ -23,6 +23,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 import control_plane.api.app as app_module
+from control_plane import deadline
 from control_plane.api import create_app
 from control_plane.bootstrap import Ready, profile_of
 from control_plane.config import AuditSettings, Settings
@@ -404,3 +405,99 @@ def test_an_app_with_a_middleware_the_lane_does_not_know_takes_the_stack(service
         response = client.post("/v1/search", content=SEARCH, headers=JSON)
     assert response.status_code == 200
     assert seen == ["/v1/search"]
+
+
+
+def _direct(
+    app: Any, scope: dict[str, Any], body: bytes, delay_s: float = 0.0
+) -> tuple[list[dict[str, Any]], BaseException | None]:
+    """``app`` called as uvicorn calls it, the body arriving ``delay_s`` after the headers:
+    what it sent, and what it raised to the server. The loop engine is left out: it belongs
+    to the test client's loop."""
+    sent: list[dict[str, Any]] = []
+    messages = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def receive() -> dict[str, Any]:
+        if messages:
+            await asyncio.sleep(delay_s)
+            return messages.pop(0)
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    raised: BaseException | None = None
+    kept, app.state.loop_engine = app.state.loop_engine, None
+    try:
+        asyncio.run(app(scope, receive, send))
+    except Exception as error:
+        raised = error
+    finally:
+        app.state.loop_engine = kept
+    return sent, raised
+
+
+def test_a_refusal_record_that_fails_is_answered_500_by_the_lane_as_by_the_stack(
+    pair: dict[str, Served], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The guard refuses (no key) and recording the refusal raises: the stack's server-error
+    middleware answers the app's 500 in the one error shape, then lets the exception go on
+    to the server; the lane does the same (found in review: it let it out unanswered)."""
+    answers = []
+    for served in pair.values():
+        app: Any = served.client.app
+
+        def broken(*args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("the refusal could not be recorded")
+
+        before = served.stack_calls
+        with monkeypatch.context() as patch:
+            patch.setattr(app.state.recorder, "failure", broken)
+            sent, raised = _direct(app, _scope(SEARCH), SEARCH)
+        assert isinstance(raised, RuntimeError)
+        assert sent[0]["type"] == "http.response.start" and sent[0]["status"] == 500
+        error = json.loads(sent[1]["body"])["error"]
+        answers.append((error["code"], error["message"], served.stack_calls - before))
+    assert answers == [
+        ("internal_error", "RuntimeError: internal error", 0),
+        ("internal_error", "RuntimeError: internal error", 1),
+    ]
+
+
+def test_the_request_deadline_counts_the_upload_on_the_lane_as_on_the_stack(
+    pair: dict[str, Served], keys: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The deadline starts when the request arrives, not when its body is whole: a body that
+    took a second to arrive leaves the endpoint about a second less, on both (found in
+    review: the lane started the deadline after the read)."""
+    remaining: dict[str, float] = {}
+    for name, served in pair.items():
+        app: Any = served.client.app
+        scope = _scope(SEARCH)
+        scope["headers"].append((b"authorization", keys["search"].encode()))
+        seen: list[float] = []
+
+        def watching(*args: Any, seen: list[float] = seen, **kwargs: Any) -> Any:
+            current = deadline.current_requested()
+            assert current is not None
+            seen.append(current.remaining())
+            raise RuntimeError("stop here")
+
+        with monkeypatch.context() as patch:
+            patch.setattr(app_module, "served_catalog", watching)
+            _direct(app, scope, SEARCH, delay_s=1.0)
+        remaining[name] = seen[0]
+    for left in remaining.values():  # started before the one-second upload, on both
+        assert left < DEADLINE_S - 0.9
+    assert remaining["lane"] > DEADLINE_S - 2.5 and remaining["stack"] > DEADLINE_S - 2.5
+
+
+def test_a_first_search_through_the_lane_starts_the_app_as_the_stack_would(service: SearchService) -> None:
+    """Once an app served a request, a middleware can no longer be added (Starlette refuses);
+    a laned search as the very first request starts the app too, so a middleware added after
+    it is refused rather than silently skipped by the lane (found in review)."""
+    app: Any = create_app(service, clock=FIXED_CLOCK)
+    sent, _ = _direct(app, _scope(SEARCH), SEARCH)
+    assert sent and sent[0]["type"] == "http.response.start"
+    with pytest.raises(RuntimeError, match="after an application has started"):
+        app.add_middleware(Served)
