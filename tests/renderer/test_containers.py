@@ -31,6 +31,7 @@ def _body(plan: Plan, **options: Any) -> str:
 def _reference(plan: Plan, monkeypatch: pytest.MonkeyPatch, **options: Any) -> str:
     with monkeypatch.context() as patched:
         patched.setattr(renderer, "_clause", text_clause)
+        patched.setattr(renderer, "_FRAGMENT_CACHE", False)  # the kept facets and boosts too
         return _body(plan, **options)
 
 

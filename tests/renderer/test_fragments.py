@@ -44,6 +44,7 @@ def _bodies(plan: Plan) -> list[str]:
 def _reference(plan: Plan, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     with monkeypatch.context() as patched:
         patched.setattr(renderer, "_clause", text_clause)
+        patched.setattr(renderer, "_FRAGMENT_CACHE", False)  # the kept facets and boosts too
         return _bodies(plan)
 
 
@@ -143,6 +144,7 @@ def test_the_facets_are_kept_per_profile(monkeypatch: pytest.MonkeyPatch) -> Non
     for profile in (PROFILE, other):
         with monkeypatch.context() as patched:
             patched.setattr(renderer, "_clause", text_clause)
+            patched.setattr(renderer, "_FRAGMENT_CACHE", False)  # the kept facets and boosts too
             expected[id(profile)] = json.dumps(render(plan, profile, engine="opensearch", tier="strict"))
     assert len(set(expected.values())) == 2
     for _ in range(3):

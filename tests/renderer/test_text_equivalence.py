@@ -39,6 +39,7 @@ def both(monkeypatch: pytest.MonkeyPatch, call: Any) -> tuple[str, str]:
     data = json.dumps(call(), ensure_ascii=False)
     with monkeypatch.context() as patched:
         patched.setattr(renderer, "_clause", text_clause)
+        patched.setattr(renderer, "_FRAGMENT_CACHE", False)  # the kept facets and boosts too
         text = json.dumps(call(), ensure_ascii=False)
     return data, text
 
