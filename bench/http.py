@@ -44,6 +44,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
+from contextlib import ExitStack
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -221,44 +222,49 @@ def run(
             "governed_written": governed, "floor": governed, "pipeline": governed, "raw": raw}
     # what govsearch sends for a warm search: the served tier alone, in one _msearch
     bodies = {i: msearch_lines([(alias, json.dumps(dsl[i], ensure_ascii=False))]) for i in intents}
-    with tempfile.TemporaryDirectory(prefix="govsearch-bench-http-") as directory:
-        process, served = _serve(url, workers, Path(directory) / "warm", batching)
-        uncached, cold = _serve(url, workers, Path(directory) / "cold", batching, plan_cache=0)
-        written, served_written = environment.serve(
-            url, workers, Path(directory) / "written",
+    with tempfile.TemporaryDirectory(prefix="govsearch-bench-http-") as name, ExitStack() as running:
+        directory = Path(name)
+
+        def started(server: tuple[subprocess.Popen[bytes], str], group: bool = False) -> tuple[str, int]:
+            """``server``'s URL and pid; it is stopped when the run ends, however it ends
+            (SIGTERM, to its process group for one that forks, then waited for)."""
+            process, base = server
+            running.callback(process.wait, timeout=60)
+            running.callback(os.killpg if group else os.kill, process.pid, signal.SIGTERM)
+            return base, process.pid
+
+        served, governed_pid = started(_serve(url, workers, directory / "warm", batching))
+        cold, _ = started(_serve(url, workers, directory / "cold", batching, plan_cache=0))
+        served_written, _ = started(environment.serve(
+            url, workers, directory / "written",
             {"GOVSEARCH_TIER_BATCHING": batching, "GOVSEARCH_AUDIT_COMMIT": "written"},
+        ))
+        served_floor, floor_pid = started(
+            _floor(url, workers, directory / "floor", intents, bodies, {}), True
         )
-        floor, served_floor = _floor(url, workers, Path(directory) / "floor", intents, bodies, {})
-        pipeline, served_pipeline = _floor(url, workers, Path(directory) / "pipeline", intents, None,
-                                           {"GOVSEARCH_TIER_BATCHING": batching})
+        served_pipeline, pipeline_pid = started(_floor(
+            url, workers, directory / "pipeline", intents, None, {"GOVSEARCH_TIER_BATCHING": batching}
+        ), True)
         bases = {"governed": served, "governed_new_user": served, "governed_cold": cold,
                  "governed_written": served_written, "floor": served_floor, "pipeline": served_pipeline,
                  "raw": url}
-        servers = {"governed": process.pid, "floor": floor.pid, "pipeline": pipeline.pid}
-        try:
-            single = _single_client(call, bases, intents, 3, rounds)
-            throughput: dict[str, Any] = {}
-            cpu = {"engine": lambda: environment.engine_cpu_s(engine)}
-            for level, threads in enumerate(CONCURRENCY):
-                figures: dict[str, Any] = {}
-                order = ("governed", "pipeline", "floor", "raw")
-                for variant in order if level % 2 == 0 else order[::-1]:
-                    pid = servers.get(variant)
-                    meters = cpu | ({"service": partial(environment.tree_cpu_s, pid)} if pid else {})
-                    measured = _metered(call[variant], bases[variant], intents, threads, seconds, meters)
-                    figures[variant] = measured.pop("req_s")
-                    figures.update({f"{variant}_{name}": value for name, value in measured.items()})
-                figures["ratio"] = round(figures["governed"] / figures["raw"], 2)
-                figures["floor_ratio"] = round(figures["floor"] / figures["raw"], 2)
-                figures["pipeline_ratio"] = round(figures["pipeline"] / figures["raw"], 2)
-                throughput[str(threads)] = figures
-        finally:
-            for server in (process, uncached, written):
-                server.send_signal(signal.SIGTERM)
-            for group in (floor, pipeline):
-                os.killpg(group.pid, signal.SIGTERM)
-            for server in (process, uncached, written, floor, pipeline):
-                server.wait(timeout=60)
+        servers = {"governed": governed_pid, "floor": floor_pid, "pipeline": pipeline_pid}
+        single = _single_client(call, bases, intents, 3, rounds)
+        throughput: dict[str, Any] = {}
+        cpu = {"engine": lambda: environment.engine_cpu_s(engine)}
+        for level, threads in enumerate(CONCURRENCY):
+            figures: dict[str, Any] = {}
+            order = ("governed", "pipeline", "floor", "raw")
+            for variant in order if level % 2 == 0 else order[::-1]:
+                pid = servers.get(variant)
+                meters = cpu | ({"service": partial(environment.tree_cpu_s, pid)} if pid else {})
+                measured = _metered(call[variant], bases[variant], intents, threads, seconds, meters)
+                figures[variant] = measured.pop("req_s")
+                figures.update({f"{variant}_{name}": value for name, value in measured.items()})
+            figures["ratio"] = round(figures["governed"] / figures["raw"], 2)
+            figures["floor_ratio"] = round(figures["floor"] / figures["raw"], 2)
+            figures["pipeline_ratio"] = round(figures["pipeline"] / figures["raw"], 2)
+            throughput[str(threads)] = figures
     return {"http": {"workers": workers, "tier_batching": batching, "intents": intents, "rounds": rounds,
                      "seconds": seconds, "single_client_warm": single, "throughput_req_s": throughput,
                      "engine_round_trips": trips}}
