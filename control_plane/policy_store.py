@@ -410,6 +410,9 @@ def read_index(engine: Engine, index: str, previous: LivePolicySet | None = None
         meta = engine.get_document(index, META_ID)
         if meta is None:
             raise EngineError(f"policies index {index} has no policy set document (incomplete)")
+        # once per version, no percolation asks for it (ADR 0037); read before the set is
+        # validated, so a failed read costs one request, not a whole load
+        layout = layout_of(engine, index)
         document = meta["_source"]["policy_set"]
         del meta
         known = previous.digests if previous is not None else {}
@@ -421,7 +424,6 @@ def read_index(engine: Engine, index: str, previous: LivePolicySet | None = None
     # The set lives as long as it is served: keep its objects out of the cyclic collector's
     # full scans (at 10,000 policies a gen-2 collection inside a request cost milliseconds).
     gc.freeze()
-    layout = layout_of(engine, index)  # once per version: no percolation asks for it (ADR 0037)
     return LivePolicySet(index=index, policy_set=policy_set, digests=digests, reused=reused, layout=layout)
 
 
