@@ -468,7 +468,7 @@ def _turns(policy_set: PolicySet, intent: str, matches: Sequence[Match]) -> list
     policies = index.by_id
     seen: set[str] = set()
     size = len(intent)
-    heads = _HEADS
+    heads: dict[int, Any] = {} if composer_state.REFERENCE else _HEADS  # the reference makes its own
     unordered: list[tuple[Any, ...]] = []  # (the order key, section 2, then the turn's parts)
     for found, ids in _intake(matches):
         if not ids:
@@ -537,6 +537,8 @@ def _head(policy: Policy) -> tuple[Policy, int, int, dict[str, object], dict[str
         "is_guard": policy.kind == "guard",
     }
     head = (policy, -policy.priority, -SPECIFICITY[policy.trigger.kind], matched, actor)
+    if composer_state.REFERENCE:  # neither read nor written by the reference path
+        return head
     if len(_HEADS) >= _PLAIN_LIMIT:
         _HEADS.clear()
     _HEADS[id(policy)] = head
@@ -556,7 +558,7 @@ def _turn(
     policy: Policy, rank: int, length: int, found: Match | MatchGroup, footprint: tuple[Span, ...]
 ) -> _Turn:
     """One turn, as :func:`_turns` makes them (the policy's actor fields from its head)."""
-    head = _HEADS.get(id(policy))
+    head = None if composer_state.REFERENCE else _HEADS.get(id(policy))
     if head is None or head[0] is not policy:
         head = _head(policy)
     actor = object.__new__(Actor)
