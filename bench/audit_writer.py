@@ -109,7 +109,8 @@ def measure_here(
         cpu = time.process_time() - cpu_started
         written = len((directory / "decisions.jsonl").read_text().splitlines())
     figures: dict[str, Any] = {"records": written, "records_per_s": round(written / elapsed, 1),
-                               "latency": summary(latencies), "cpu_ms_per_record": round(cpu * 1000 / written, 4)}
+                               "latency": summary(latencies),
+                               "cpu_ms_per_record": round(cpu * 1000 / written, 4)}
     if writer_cpu is not None:  # the writer thread's own CPU (its whole life: this run's records)
         figures["writer_thread_cpu_ms_per_record"] = round(writer_cpu * 1000 / written, 4)
     if mode == "loop":  # the loop thread (this one): the appends, their wake-ups, the tasks
@@ -172,7 +173,9 @@ def report(result: dict[str, Any]) -> str:
         f"Command: `{result['command']}` ({result['duration_s']} s); load average"
         f" {result['load_average_at_start']} at start, {result['load_average_at_end']} at end",
         "",
-        "| variant | " + " | ".join(f"{t} {unit}: records/s, p50 ms, CPU ms/record (writer, loop thread)" for t in bench["threads"])
+        "| variant | "
+        + " | ".join(f"{t} {unit}: records/s, p50 ms, CPU ms/record (writer, loop thread)"
+                      for t in bench["threads"])
         + " |",
         "| --- | " + " | ".join("---" for _ in bench["threads"]) + " |",
     ]
