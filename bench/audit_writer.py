@@ -93,6 +93,7 @@ def measure_here(
         workers = [threading.Thread(target=write, args=(t,)) for t in range(threads)]
         started = time.perf_counter()
         cpu_started = time.process_time()
+        loop_cpu_started = time.thread_time()
         if mode == "loop":
             asyncio.run(loop_load())
         else:
@@ -100,12 +101,31 @@ def measure_here(
                 worker.start()
             for worker in workers:
                 worker.join()
+        loop_cpu = time.thread_time() - loop_cpu_started
+        recorder.decisions.quiesce()
+        writer_cpu = _thread_cpu(recorder.decisions._thread)  # before close ends the thread
         recorder.close()
         elapsed = time.perf_counter() - started
         cpu = time.process_time() - cpu_started
         written = len((directory / "decisions.jsonl").read_text().splitlines())
-    return {"records": written, "records_per_s": round(written / elapsed, 1), "latency": summary(latencies),
-            "cpu_ms_per_record": round(cpu * 1000 / written, 4)}
+    figures: dict[str, Any] = {"records": written, "records_per_s": round(written / elapsed, 1),
+                               "latency": summary(latencies),
+                               "cpu_ms_per_record": round(cpu * 1000 / written, 4)}
+    if writer_cpu is not None:  # the writer thread's own CPU (its whole life: this run's records)
+        figures["writer_thread_cpu_ms_per_record"] = round(writer_cpu * 1000 / written, 4)
+    if mode == "loop":  # the loop thread (this one): the appends, their wake-ups, the tasks
+        figures["loop_thread_cpu_ms_per_record"] = round(loop_cpu * 1000 / written, 4)
+    return figures
+
+
+def _thread_cpu(thread: threading.Thread | None) -> float | None:
+    """CPU seconds (user + system) ``thread`` has used, where the platform tells."""
+    if thread is None or thread.ident is None or not hasattr(time, "pthread_getcpuclockid"):
+        return None
+    try:
+        return time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+    except OSError:  # the thread ended meanwhile
+        return None
 
 
 def run(variants: dict[str, dict[str, str]], threads: list[int], records: int, rounds: int,
@@ -136,7 +156,12 @@ def run(variants: dict[str, dict[str, str]], threads: list[int], records: int, r
             cpus = sorted(r.get("cpu_ms_per_record", 0.0) for r in runs)
             table[name][threads_key] = {"records_per_s_median": rates[len(rates) // 2],
                                   "append_p50_ms_median": p50s[len(p50s) // 2],
-                                  "cpu_ms_per_record_median": cpus[len(cpus) // 2], "runs": runs}
+                                  "cpu_ms_per_record_median": cpus[len(cpus) // 2]}
+            for part in ("writer_thread", "loop_thread"):
+                per = sorted(r[f"{part}_cpu_ms_per_record"] for r in runs if f"{part}_cpu_ms_per_record" in r)
+                if per:
+                    table[name][threads_key][f"{part}_cpu_ms_per_record_median"] = per[len(per) // 2]
+            table[name][threads_key]["runs"] = runs
     return {"audit_writer": {"variants": variants, "threads": threads, "records": records, "rounds": rounds,
                              "mode": mode, "pause_ms": pause_ms, "results": table}}
 
@@ -148,13 +173,17 @@ def report(result: dict[str, Any]) -> str:
         f"Command: `{result['command']}` ({result['duration_s']} s); load average"
         f" {result['load_average_at_start']} at start, {result['load_average_at_end']} at end",
         "",
-        "| variant | " + " | ".join(f"{t} {unit}: records/s, p50 ms, CPU ms/record" for t in bench["threads"])
+        "| variant | "
+        + " | ".join(f"{t} {unit}: records/s, p50 ms, CPU ms/record (writer, loop thread)"
+                      for t in bench["threads"])
         + " |",
         "| --- | " + " | ".join("---" for _ in bench["threads"]) + " |",
     ]
     for name, per_threads in bench["results"].items():
         cells = [f"{figures['records_per_s_median']}, {figures['append_p50_ms_median']},"
                  f" {figures.get('cpu_ms_per_record_median', '-')}"
+                 f" (writer {figures.get('writer_thread_cpu_ms_per_record_median', '-')},"
+                 f" loop {figures.get('loop_thread_cpu_ms_per_record_median', '-')})"
                  for figures in (per_threads[str(t)] for t in bench["threads"])]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

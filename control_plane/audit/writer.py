@@ -90,18 +90,28 @@ class _Ticket:
         """set by :meth:`ChainedLog.append_async`: settled (from the writer thread, through
         its loop) once ``tried``"""
 
-    def settle(self) -> None:
-        """Mark it tried (with ``_state`` held) and wake an awaiting request."""
+    def settle(self, wakes: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]]) -> None:
+        """Mark it tried (with ``_state`` held); an awaiting request's future joins ``wakes``
+        (by loop: the writer wakes each loop once for the whole batch, :func:`send_wakes`)."""
         self.tried = True
         waiter = self.waiter
         if waiter is not None:
-            with contextlib.suppress(RuntimeError):  # its loop closed meanwhile: nobody waits
-                waiter.get_loop().call_soon_threadsafe(_wake, waiter)
+            wakes.setdefault(waiter.get_loop(), []).append(waiter)
 
 
-def _wake(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
+def send_wakes(wakes: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]]) -> None:
+    """One ``call_soon_threadsafe`` per loop for every future of a batch: one write to the
+    loop's self-pipe and one callback, not one of each per record."""
+    for loop, waiters in wakes.items():
+        with contextlib.suppress(RuntimeError):  # its loop closed meanwhile: nobody waits
+            loop.call_soon_threadsafe(_wake, waiters)
+    wakes.clear()
+
+
+def _wake(waiters: list[asyncio.Future[None]]) -> None:
+    for waiter in waiters:
+        if not waiter.done():
+            waiter.set_result(None)
 
 
 class ChainedLog:
@@ -136,8 +146,19 @@ class ChainedLog:
         self._chain: Chain | None = None
         self._queue: deque[_Ticket] = deque()
         """records not written yet, oldest first; only the writer thread removes from it"""
-        self._state = threading.Condition()
-        """guards the queue, the thread handle and the attempt counter (never held over I/O)"""
+        lock = threading.RLock()
+        self._state = threading.Condition(lock)
+        """guards the queue, the thread handle and the attempt counter (never held over I/O);
+        waited on by requests (``append``) and ``retry``, notified when the writer tried a batch"""
+        self._work = threading.Condition(lock)
+        """the same lock; waited on by the writer thread alone, notified when there is work
+        (a record, ``retry``, ``close``): a record queued wakes the writer, not every request
+        waiting for its own batch"""
+        self._wakes: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
+        """the awaiting requests of the batch just answered, woken (:func:`send_wakes`) when
+        the writer is about to block (its next sync, or its wait for work), or before a
+        checkpoint: the loop then wakes as the writer lets go of the interpreter, not while it
+        still holds it"""
         self._io = threading.Lock()
         """held by whoever seals and writes (the writer thread; ``close`` after it stopped)"""
         self._thread: threading.Thread | None = None
@@ -238,7 +259,7 @@ class ChainedLog:
         self.metrics.buffered.set(len(self._queue))
         self._kick = True
         self._start()
-        self._state.notify_all()
+        self._work.notify()
         return self._commit != "queued"
 
     def full(self) -> bool:
@@ -254,7 +275,7 @@ class ChainedLog:
             self._start()
             attempts = self._attempts
             self._kick = True
-            self._state.notify_all()
+            self._work.notify()
             while self._queue and self._attempts == attempts and self._running():
                 self._state.wait(timeout=WAIT_S)
 
@@ -264,7 +285,7 @@ class ChainedLog:
         with self._state:
             thread = self._thread
             self._stopping = True
-            self._state.notify_all()
+            self._work.notify()
         if thread is not None:
             thread.join()
         with self._state:
@@ -287,15 +308,23 @@ class ChainedLog:
     # --- the writer thread ----------------------------------------------------------
 
     def _run(self) -> None:
+        try:
+            self._serve()
+        finally:  # stopped (or a bug): whoever the last batch answered is woken all the same
+            send_wakes(self._wakes)
+
+    def _serve(self) -> None:
         while True:
             with self._state:
                 work = self._kick or self._stopping or bool(self._queue and self.last_error is None)
                 if not work:  # idle, or held by a failing sink: a record, retry() or close kicks;
-                    self._state.wait(timeout=self._idle_wait())  # an interval checkpoint may be due
+                    send_wakes(self._wakes)  # the last batch's requests, as the writer sleeps
+                    self._work.wait(timeout=self._idle_wait())  # an interval checkpoint may be due
                     work = self._kick or self._stopping or bool(self._queue and self.last_error is None)
                 self._kick = False
                 batch = list(itertools.islice(self._queue, self._batch)) if work else []
                 stopping = self._stopping
+            send_wakes(self._wakes)  # before the next batch is sealed
             if batch:
                 if not self._write(batch) and stopping:
                     return  # shutdown with a failing sink: the rest stays held
@@ -330,6 +359,8 @@ class ChainedLog:
             self._chain.head = chain.head
             self._answer(batch, sealed)
             answered = True
+            if self._commit == "written":
+                send_wakes(self._wakes)  # the sync follows: the loop wakes as it starts
 
         with self._io:
             try:
@@ -364,7 +395,9 @@ class ChainedLog:
                     self._hold()
             else:
                 answer()
-            self._checkpoint_if_due()
+            if self._checkpoint_due():
+                send_wakes(self._wakes)  # no request waits for a checkpoint's sync
+                self._checkpoint("interval")
         if error is not None:
             held = self.buffered_total()
             if in_file:
@@ -381,7 +414,7 @@ class ChainedLog:
             for ticket, record in zip(batch, sealed, strict=True):
                 self._queue.popleft()
                 ticket.sealed = record
-                ticket.settle()
+                ticket.settle(self._wakes)
             self._attempts += 1
             self.metrics.buffered.set(len(self._queue))
             self._state.notify_all()
@@ -390,7 +423,7 @@ class ChainedLog:
         """The batch failed: everyone waiting is answered, their records held, in order."""
         with self._state:
             for ticket in self._queue:
-                ticket.settle()
+                ticket.settle(self._wakes)
             self._attempts += 1
             self.metrics.buffered.set(len(self._queue))
             self._state.notify_all()
@@ -398,14 +431,17 @@ class ChainedLog:
     # --- checkpoints ----------------------------------------------------------------
 
     def _checkpoint_if_due(self) -> None:
+        if self._checkpoint_due():
+            self._checkpoint("interval")
+
+    def _checkpoint_due(self) -> bool:
         cp = self._checkpointing
         if cp is None or not self._since_checkpoint:
-            return
+            return False
         moment = cp.monotonic()
         if moment < self._checkpoint_retry_at:  # a failing store is not retried on every record
-            return
-        if self._since_checkpoint >= cp.every_records or moment - self._checkpoint_at >= cp.every_s:
-            self._checkpoint("interval")
+            return False
+        return self._since_checkpoint >= cp.every_records or moment - self._checkpoint_at >= cp.every_s
 
     def _checkpoint(self, reason: str) -> None:
         """Write the head (last sequence and hash) to the checkpoint store, unless it is
