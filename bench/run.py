@@ -203,16 +203,17 @@ def _http_lines(served: dict[str, Any]) -> list[str]:
         " alternating; new user = a new `user_id` on every request (the plan shared by every user,"
         " the purchases lookup); cold = a second server with the plan cache off (every request"
         " percolates, composes and renders); written = a third server with `audit.commit: written`"
-        " (ADR 0034); floor = `bench.floor`, the least a Python front end costs: the request read,"
-        " the intent's warm `_msearch` sent through govsearch's engine client, the engine's bytes"
-        " returned, no governing",
+        " (ADR 0034); pipeline = `bench.floor --pipeline`, govsearch's pipeline and record without"
+        " its HTTP stack; floor = `bench.floor`, the least a Python front end costs: the request"
+        " read, the intent's warm `_msearch` sent through govsearch's engine client, the engine's"
+        " bytes returned, no governing",
         "",
         _row(["single client", "p50 ms", "p95 ms", "p99 ms", "p50 / raw", "p95 / raw", "p99 / raw"]),
         _row(["---"] * 7),
     ]
     labels = (
         ("governed", "warm"), ("governed_new_user", "new user"), ("governed_cold", "cold"),
-        ("governed_written", "warm, written"), ("floor", "floor"), ("raw", "raw"),
+        ("governed_written", "warm, written"), ("pipeline", "pipeline"), ("floor", "floor"), ("raw", "raw"),
     )
     for variant, label in labels:
         if variant not in single:  # a result from before the variant existed
@@ -226,17 +227,18 @@ def _http_lines(served: dict[str, Any]) -> list[str]:
         "",
         f"Throughput, {served['seconds']} s per phase, each client thread with its own connection:",
         "",
-        _row(["concurrency (connections)", "governed req/s", "floor req/s", "raw req/s", "ratio",
-              "floor ratio", "CPU ms per governed request (service, engine)",
-              "CPU ms per floor request (floor, engine)", "engine CPU ms per raw request"]),
-        _row(["---"] * 9),
+        _row(["concurrency (connections)", "req/s: governed, pipeline, floor, raw",
+              "ratio to raw: governed, pipeline, floor", "CPU ms per governed request (service, engine)",
+              "per pipeline request", "per floor request", "engine CPU ms per raw request"]),
+        _row(["---"] * 7),
     ]
+    kinds = ("governed", "pipeline", "floor")
     for threads, figures in served["throughput_req_s"].items():
         lines.append(_row([
-            threads, figures["governed"], figures.get("floor", "-"), figures["raw"], figures["ratio"],
-            figures.get("floor_ratio", "-"),
-            f"{figures.get('governed_service_cpu_ms', '-')}, {figures.get('governed_engine_cpu_ms', '-')}",
-            f"{figures.get('floor_service_cpu_ms', '-')}, {figures.get('floor_engine_cpu_ms', '-')}",
+            threads, ", ".join(str(figures.get(k, "-")) for k in (*kinds, "raw")),
+            ", ".join(str(figures.get(r, "-")) for r in ("ratio", "pipeline_ratio", "floor_ratio")),
+            *(f"{figures.get(f'{k}_service_cpu_ms', '-')}, {figures.get(f'{k}_engine_cpu_ms', '-')}"
+              for k in kinds),
             figures.get("raw_engine_cpu_ms", "-"),
         ]))
     trips = served["engine_round_trips"]

@@ -399,6 +399,7 @@ class ChainedLog:
                 send_wakes(self._wakes)  # no request waits for a checkpoint's sync
                 self._checkpoint("interval")
         if error is not None:
+            send_wakes(self._wakes)  # a batch answered on a failure: woken before the logging
             held = self.buffered_total()
             if in_file:
                 log.warning("audit sink %s failed to sync %d written record(s): %s",

@@ -1,6 +1,8 @@
 """The writer's wake-ups (ADR 0039): a batch wakes each event loop once, however many of its
-requests await there; a queued record wakes the writer alone, not the requests waiting for
-their own batch. The writer is held by a real ``flock`` on the log file, never by a mock."""
+requests await there, and before the writer sleeps (with no checkpoint to time its sleep
+out) or writes a checkpoint; a queued record wakes the writer alone, not the requests
+waiting for their own batch. The writer is held by a real ``flock`` on the log file, or by a
+checkpoint store that blocks, never by a mock."""
 
 from __future__ import annotations
 
@@ -55,8 +57,11 @@ def _wait_until(condition: Callable[[], bool]) -> None:
 def test_a_batch_wakes_its_loop_once(tmp_path: Path) -> None:
     """One record is being written (the file's lock held: the writer waits in the sink) while
     eight more queue up on the loop; they are then written as one batch, and the loop is woken
-    once for the first batch and once for the eight (before: once per record, nine times)."""
-    recorder = jsonl_recorder(tmp_path, batch=64)
+    once for the first batch and once for the eight (before: once per record, nine times).
+    No checkpoints: the writer's idle wait has no timeout, so the last batch's requests are
+    answered only if their wake is sent before the writer sleeps (found in review: with
+    checkpoints the wait timed out after 5 s and hid a missing wake)."""
+    recorder = jsonl_recorder(tmp_path, batch=64, checkpoints=None)
     log: ChainedLog = recorder.decisions
     path = tmp_path / "decisions.jsonl"
     loop = CountingLoop()
@@ -69,7 +74,7 @@ def test_a_batch_wakes_its_loop_once(tmp_path: Path) -> None:
                     for n in range(1, 9)]
             await _until(lambda: log.buffered_total() == 9)
             assert loop.from_other_threads == 0  # nobody answered yet: nothing is in the file
-        return list(await asyncio.gather(first, *rest))
+        return list(await asyncio.wait_for(asyncio.gather(first, *rest), PATIENCE_S))
 
     try:
         sealed = loop.run_until_complete(scenario())
@@ -86,15 +91,22 @@ def test_a_batch_wakes_its_loop_once(tmp_path: Path) -> None:
 def test_a_queued_record_wakes_the_writer_not_the_waiting_requests(tmp_path: Path) -> None:
     """A request waiting for its batch (``append``, on the thread pool) is woken when the writer
     tried a batch, not each time another request queues a record (before: every record woke
-    every waiting request, which went back to sleep)."""
+    every waiting request, which went back to sleep). The waiter counts its wake-ups until
+    the writer answered the first batch: one, that answer (before: three)."""
     recorder = jsonl_recorder(tmp_path)
     log: ChainedLog = recorder.decisions
     path = tmp_path / "decisions.jsonl"
-    notified: list[bool] = []
+    wakes: list[int] = []
+    """the records still buffered at each of the waiter's wake-ups"""
 
     def waiting_request() -> None:
+        deadline = time.monotonic() + PATIENCE_S
         with log._state:
-            notified.append(log._state.wait(timeout=1.0))
+            while time.monotonic() < deadline:
+                if log._state.wait(timeout=PATIENCE_S):
+                    wakes.append(log.buffered_total())
+                    if wakes[-1] < 3:  # [req-0] answered: what the waiter waited for
+                        return
 
     with held(path):
         log.append_nowait({"kind": "failure", "request_id": "req-0"})
@@ -104,10 +116,59 @@ def test_a_queued_record_wakes_the_writer_not_the_waiting_requests(tmp_path: Pat
         _wait_until(lambda: len(log._state._waiters) == 1)  # type: ignore[attr-defined]
         log.append_nowait({"kind": "failure", "request_id": "req-1"})
         log.append_nowait({"kind": "failure", "request_id": "req-2"})
-        waiter.join()
-        assert notified == [False]  # two records queued, the waiting request slept on
         assert log.buffered_total() == 3
+    waiter.join()  # the lock let go: [req-0] is written and answered, which wakes the waiter
+    assert len(wakes) == 1 and wakes[0] < 3  # once, by the answer; the queued records did not wake it
     recorder.close()
     lines = path.read_text().splitlines()
     assert [json.loads(line)["request_id"] for line in lines] == ["req-0", "req-1", "req-2"]
     assert verify_lines(JsonlSink(path).lines()).ok
+
+
+class BlockingCheckpoints:
+    """A checkpoint store whose writes wait until the test lets them go."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.entered = threading.Event()
+        self.written: list[dict[str, Any]] = []
+
+    def write(self, checkpoint: dict[str, Any]) -> None:
+        self.entered.set()
+        assert self.release.wait(PATIENCE_S), "the test never let the checkpoint go"
+        self.written.append(checkpoint)
+
+    def scan(self) -> Any:
+        return iter(self.written)
+
+    def describe(self) -> str:
+        return "blocking test checkpoints"
+
+    def exists(self) -> bool:
+        return bool(self.written)
+
+
+def test_a_request_is_answered_before_its_batch_checkpoint_is_written(tmp_path: Path) -> None:
+    """A checkpoint falls due with every record: the request on the loop is answered while the
+    checkpoint's write is still held (ADR 0034, 0039: no request waits for a checkpoint; found
+    in review: nothing checked the wake sent before it)."""
+    store = BlockingCheckpoints()
+    recorder = jsonl_recorder(tmp_path, checkpoints=store, checkpoint_every_records=1)
+    log: ChainedLog = recorder.decisions
+    loop = asyncio.new_event_loop()
+
+    async def scenario() -> dict[str, Any] | None:
+        answer = await asyncio.wait_for(log.append_async({"kind": "failure", "request_id": "req-0"}),
+                                        PATIENCE_S)
+        assert store.entered.is_set() or not store.written  # the checkpoint not written yet
+        assert not store.written
+        return answer
+
+    try:
+        sealed = loop.run_until_complete(scenario())
+    finally:
+        store.release.set()
+        loop.close()
+    recorder.close()
+    assert sealed is not None and sealed["sequence"] == 0
+    assert store.written  # then the checkpoint was written
