@@ -71,29 +71,31 @@ def _route_calls() -> Pair:
     body = json.dumps({"intent": "chocolat sans arachide", "size": 5}).encode()
     loop = asyncio.new_event_loop()
 
-    async def post(path: str) -> None:
-        scope = {
-            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
-            "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
-            "root_path": "", "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80), "state": {},
-            "headers": [(b"host", b"bench"), (b"content-type", b"application/json"),
-                        (b"content-length", str(len(body)).encode())],
-        }
-        messages = [{"type": "http.request", "body": body, "more_body": False}]
-        sent: list[Any] = []
+    return (lambda: loop.run_until_complete(_post(app, "/shortcut", body)),
+            lambda: loop.run_until_complete(_post(app, "/general", body)), loop.close)
 
-        async def receive() -> Any:
-            return messages.pop() if messages else {"type": "http.disconnect"}
 
-        async def send(message: Any) -> None:
-            sent.append(message)
+async def _post(app: Any, path: str, body: bytes) -> None:
+    """``POST path`` with the JSON ``body`` straight into the ASGI ``app``; a 200 expected."""
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+        "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
+        "root_path": "", "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80), "state": {},
+        "headers": [(b"host", b"bench"), (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode())],
+    }
+    messages = [{"type": "http.request", "body": body, "more_body": False}]
+    sent: list[Any] = []
 
-        await app(scope, receive, send)
-        if sent[0]["status"] != 200:
-            raise SystemExit(f"{path}: {sent}")
+    async def receive() -> Any:
+        return messages.pop() if messages else {"type": "http.disconnect"}
 
-    return (lambda: loop.run_until_complete(post("/shortcut")),
-            lambda: loop.run_until_complete(post("/general")), loop.close)
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    await app(scope, receive, send)
+    if sent[0]["status"] != 200:
+        raise SystemExit(f"{path}: {sent}")
 
 
 def _lane_calls() -> Pair:
@@ -124,30 +126,9 @@ def _lane_calls() -> Pair:
     body = json.dumps({"intent": "chocolat sans arachide", "size": 5}).encode()
     loop = asyncio.new_event_loop()
 
-    async def post(app: Any) -> None:
-        scope = {
-            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
-            "scheme": "http", "path": "/v1/search", "raw_path": b"/v1/search", "query_string": b"",
-            "root_path": "", "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80), "state": {},
-            "headers": [(b"host", b"bench"), (b"content-type", b"application/json"),
-                        (b"content-length", str(len(body)).encode())],
-        }
-        messages = [{"type": "http.request", "body": body, "more_body": False}]
-        sent: list[Any] = []
-
-        async def receive() -> Any:
-            return messages.pop() if messages else {"type": "http.disconnect"}
-
-        async def send(message: Any) -> None:
-            sent.append(message)
-
-        await app(scope, receive, send)
-        if sent[0]["status"] != 200:
-            raise SystemExit(f"lane: {sent}")
-
     laned, stacked = apps
-    return (lambda: loop.run_until_complete(post(laned)),
-            lambda: loop.run_until_complete(post(stacked)), loop.close)
+    return (lambda: loop.run_until_complete(_post(laned, "/v1/search", body)),
+            lambda: loop.run_until_complete(_post(stacked, "/v1/search", body)), loop.close)
 
 
 def _answer_calls() -> Pair:
