@@ -359,7 +359,9 @@ class SearchService:
         if plan is None:
             started = time.perf_counter_ns()
             first = None  # the first percolation page, when sent with the purchases lookup
-            if user and rows is None:  # both needed: one ``_msearch`` (ADR 0032)
+            # both needed: one ``_msearch`` (ADR 0032); a legacy index is matched its own way,
+            # so its purchases are looked up alone below (ADR 0037)
+            if user and rows is None and live.layout != "legacy":
                 first, found = _timed(
                     stages,
                     "purchases",

@@ -215,6 +215,41 @@ def test_a_legacy_index_is_known_as_one_and_matched_the_old_way(
         assert matcher.match(engine, oldest, cleaned, policies, now=FIXED_NOW) == expected
 
 
+def test_a_legacy_index_and_a_user_send_no_trigger_percolation(
+    engine: Engine,
+    settings: Settings,  # noqa: F811
+    ready: Ready,  # noqa: F811
+    index_prefix: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A user whose purchases are not cached, on a legacy index: the purchases are looked up
+    alone and the index matched the old way, with no trigger percolation sent beside them to
+    be thrown away (found in review); the plan is the one the current layout gives."""
+    live = policy_store.read_index(engine, ready.policies_index)
+    oldest = publish_legacy(engine, index_prefix, live.policy_set, monkeypatch, phrases=False)
+    tuned = settings.model_copy(
+        update={"search": settings.search.model_copy(update={"plan_cache_size": 0})}
+    )
+    recording = Recording(engine)
+    legacy = SearchService(tuned, recording, profile_of(tuned), index=oldest)
+    current = SearchService(tuned, engine, profile_of(tuned), index=ready.policies_index)
+    try:
+        request = SearchRequest(intent="chocolate without peanuts", user_id="alice")
+        legacy.compile(SearchRequest(intent="oranges"), FIXED_NOW)  # the version loaded
+        recording.sent.clear()
+        plan = legacy.compile(request, FIXED_NOW)
+        expected = current.compile(request, FIXED_NOW)
+        assert plan.composition == expected.composition
+        assert plan.purchases == expected.purchases and plan.personalization == expected.personalization
+    finally:
+        legacy.close()
+        current.close()
+    sent = [str(path) + str(body) for _, path, body in recording.sent]
+    assert any("percolate" in text for text in sent)  # matched, the old way
+    assert not any(f"'{matcher.TRIGGER_DOC}'" in text or f'"{matcher.TRIGGER_DOC}"' in text for text in sent)
+    assert sum("purchases" in text for text in sent) == 1  # looked up, alone
+
+
 def test_the_percolation_asks_for_the_marker_only_when_the_layout_is_unknown() -> None:
     _, unknown = matcher.percolation("policies", "dark chocolate")
     _, known = matcher.percolation("policies", "dark chocolate", "triggers")
