@@ -116,9 +116,9 @@ REWRITES = [
 Consumption = tuple[str, list[list[Span]], list[RewriteRule]]
 
 
-@st.composite
-def consumptions(draw: st.DrawFn) -> Consumption:
-    intent = "".join(draw(st.lists(ALPHABET, min_size=1, max_size=30)))
+def _consumption(draw: st.DrawFn, intent: str) -> Consumption:
+    """Steps of spans anywhere in ``intent`` (on word edges, inside a word, over a space)
+    and the rewrites to apply."""
 
     def span() -> Span:
         start = draw(st.integers(0, len(intent) - 1))
@@ -127,6 +127,11 @@ def consumptions(draw: st.DrawFn) -> Consumption:
 
     steps = draw(st.lists(st.lists(st.builds(span), max_size=3), max_size=8))
     return intent, steps, draw(st.lists(st.sampled_from(REWRITES), max_size=3))
+
+
+@st.composite
+def consumptions(draw: st.DrawFn) -> Consumption:
+    return _consumption(draw, "".join(draw(st.lists(ALPHABET, min_size=1, max_size=30))))
 
 
 @settings(max_examples=400, deadline=None)
@@ -157,15 +162,7 @@ WORDS = st.lists(
 
 @st.composite
 def normalised_consumptions(draw: st.DrawFn) -> Consumption:
-    intent = " ".join(draw(WORDS))
-
-    def span() -> Span:  # anywhere: on the words' edges, inside a word, over a space
-        start = draw(st.integers(0, len(intent) - 1))
-        end = draw(st.integers(start + 1, min(len(intent), start + draw(st.integers(1, 8)))))
-        return Span(start=start, end=end, text=intent[start:end])
-
-    steps = draw(st.lists(st.lists(st.builds(span), max_size=3), max_size=8))
-    return intent, steps, draw(st.lists(st.sampled_from(REWRITES), max_size=3))
+    return _consumption(draw, " ".join(draw(WORDS)))
 
 
 @settings(max_examples=400, deadline=None)

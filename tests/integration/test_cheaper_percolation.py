@@ -66,6 +66,13 @@ def with_offsets(engine: Engine, prefix: str, policy_set: PolicySet) -> str:
     return policy_store.publish(engine, f"{prefix}-offsets", policy_set, "live")
 
 
+def uncached(settings: Settings) -> Settings:  # noqa: F811
+    """``settings`` with the plan cache off: every search compiles (percolates) afresh."""
+    return settings.model_copy(
+        update={"search": settings.search.model_copy(update={"plan_cache_size": 0})}
+    )
+
+
 def index_options(engine: Engine, index: str) -> Any:
     return engine.request("GET", f"/{index}/_mapping")[index]["mappings"]["properties"]["intent"].get(
         "index_options"
@@ -149,9 +156,7 @@ def test_the_demo_compiles_and_renders_alike_on_both_mappings(
     live = policy_store.read_index(engine, ready.policies_index)
     new = with_offsets(engine, index_prefix, live.policy_set)
     old = without_offsets(engine, index_prefix, live.policy_set, monkeypatch)
-    tuned = settings.model_copy(
-        update={"search": settings.search.model_copy(update={"plan_cache_size": 0})}
-    )
+    tuned = uncached(settings)
     new_service = SearchService(tuned, engine, profile_of(tuned), index=new)
     old_service = SearchService(tuned, engine, profile_of(tuned), index=old)
     try:
@@ -175,9 +180,7 @@ def test_the_layout_is_read_once_per_version_and_the_marker_not_asked_for(
 ) -> None:
     assert policy_store.read_index(engine, ready.policies_index).layout == "triggers"
     recording = Recording(engine)
-    tuned = settings.model_copy(
-        update={"search": settings.search.model_copy(update={"plan_cache_size": 0})}
-    )
+    tuned = uncached(settings)
     service = SearchService(tuned, recording, profile_of(tuned), index=ready.policies_index)
     try:
         service.search(SearchRequest(intent="oranges"), FIXED_NOW)  # the version loaded
@@ -227,9 +230,7 @@ def test_a_legacy_index_and_a_user_send_no_trigger_percolation(
     be thrown away (found in review); the plan is the one the current layout gives."""
     live = policy_store.read_index(engine, ready.policies_index)
     oldest = publish_legacy(engine, index_prefix, live.policy_set, monkeypatch, phrases=False)
-    tuned = settings.model_copy(
-        update={"search": settings.search.model_copy(update={"plan_cache_size": 0})}
-    )
+    tuned = uncached(settings)
     recording = Recording(engine)
     legacy = SearchService(tuned, recording, profile_of(tuned), index=oldest)
     current = SearchService(tuned, engine, profile_of(tuned), index=ready.policies_index)
