@@ -88,12 +88,10 @@ def served_catalog(service: SearchService, body: Any) -> None:
 def refusal_recorder(recorder: Any) -> Refused:
     """How the fast lane records a search it refused before the handler recorded it: what
     ``RecordRefused`` does for a refusal the stack answers (ADR 0036)."""
-    from control_plane.audit.router import RecordRefused  # lazy: import cycle
-
-    refusals = RecordRefused(None, recorder)  # type: ignore[arg-type]  # its recording alone
+    from control_plane.audit.router import record_refusal  # lazy: import cycle
 
     async def refused(request: Request, status: int) -> None:
-        await refusals._record(request, status, "search")
+        await record_refusal(recorder, request, status, "search")
 
     return refused
 

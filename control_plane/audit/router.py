@@ -117,24 +117,27 @@ class RecordRefused:
             if message["type"] == "http.response.start" and message["status"] >= 400:
                 request = Request(scope)
                 if not getattr(request.state, "audited", False):
-                    await self._record(request, int(message["status"]), endpoint)
+                    await record_refusal(self.recorder, request, int(message["status"]), endpoint)
             await send(message)
 
         await self.app(scope, receive, recorded)
 
-    async def _record(self, request: Request, status: int, endpoint: str) -> None:
-        error = ErrorOut(
-            code=errors.HTTP_CODES.get(status, "http_error"),
-            message="the request was refused before it was compiled",
-            status=status,
+
+async def record_refusal(recorder: Recorder, request: Request, status: int, endpoint: str) -> None:
+    """The failure record of a request refused (``status``) before its handler recorded it:
+    what ``RecordRefused`` writes for the stack, and the search fast lane for itself."""
+    error = ErrorOut(
+        code=errors.HTTP_CODES.get(status, "http_error"),
+        message="the request was refused before it was compiled",
+        status=status,
+    )
+    try:
+        await run_in_threadpool(
+            recorder.failure, errors.request_id(request), error, client=client_of(request),
+            endpoint=endpoint,
         )
-        try:
-            await run_in_threadpool(
-                self.recorder.failure, errors.request_id(request), error, client=client_of(request),
-                endpoint=endpoint,
-            )
-        except AuditBacklog:  # the refusal is answered as it is: nothing was served
-            log.warning("audit queue full: refusal of request %s not recorded", errors.request_id(request))
+    except AuditBacklog:  # the refusal is answered as it is: nothing was served
+        log.warning("audit queue full: refusal of request %s not recorded", errors.request_id(request))
 
 
 router = APIRouter()
