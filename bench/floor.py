@@ -119,15 +119,10 @@ class _Pipeline(_Front):
 
 def _requests(engine: AsyncEngine, bodies: dict[str, str]) -> dict[str, bytes]:
     """The whole HTTP request to the engine for each intent, as the engine client frames it."""
-    framed = {}
-    for intent, body in bodies.items():
-        data = body.encode("utf-8")
-        head = (
-            b"POST /_msearch HTTP/1.1\r\n" + engine._headers
-            + b"Content-Type: application/x-ndjson\r\nContent-Length: %d\r\n\r\n" % len(data)
-        )
-        framed[intent] = head + data
-    return framed
+    return {
+        intent: engine.framed("POST", "/_msearch", body.encode("utf-8"), "application/x-ndjson")
+        for intent, body in bodies.items()
+    }
 
 
 def _serve(sock: socket.socket, url: str, bodies: dict[str, str] | None) -> None:

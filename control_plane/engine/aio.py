@@ -153,15 +153,10 @@ class AsyncEngine:
         timeout = deadline.call_timeout(self.timeout_s)
         # the request's deadline, not the engine timeout, bounds this call
         cut = deadline.current() is not None and timeout < self.timeout_s
-        head = (
-            f"{method} {self._prefix}{path} HTTP/1.1\r\n".encode("latin-1")
-            + self._headers
-            + f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n\r\n".encode("latin-1")
-        )
         try:
             async with asyncio.timeout(timeout):
                 async with self._loop_slots():
-                    status, payload = await self._exchange(head + body)
+                    status, payload = await self._exchange(self.framed(method, path, body, content_type))
         except TimeoutError as error:
             if cut or deadline.expired():  # uvloop's timers may fire a little early
                 raise deadline.DeadlineExceeded(
@@ -184,6 +179,15 @@ class AsyncEngine:
                 f"{method} {path} failed ({status}): {error_reason(info)}", status=status, info=info
             )
         return info
+
+    def framed(self, method: str, path: str, body: bytes, content_type: str) -> bytes:
+        """The whole HTTP/1.1 request this client sends for ``method path`` with ``body``."""
+        head = (
+            f"{method} {self._prefix}{path} HTTP/1.1\r\n".encode("latin-1")
+            + self._headers
+            + f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n\r\n".encode("latin-1")
+        )
+        return head + body
 
     async def _exchange(self, request: bytes) -> tuple[int, bytes]:
         """On an idle connection (or a new one); once more on a new one if a kept-alive
