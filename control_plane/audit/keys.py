@@ -21,11 +21,27 @@ import re
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger("govsearch.audit")
 
 KEY_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 MIN_SECRET_CHARS = 32
+
+_BLOCK = 64
+"""SHA-256's block size: HMAC pads (or first hashes) its key to it"""
+_INNER = bytes(byte ^ 0x36 for byte in range(256))
+_OUTER = bytes(byte ^ 0x5C for byte in range(256))
+
+
+def _hmac_pads(secret: bytes) -> tuple[Any, Any]:
+    """HMAC-SHA-256's two keyed states (RFC 2104): ``sha256(key ^ ipad)`` and ``sha256(key ^
+    opad)``, each the start of every MAC under that key, taken once per key (a copy of each
+    per MAC: the key's two blocks are not hashed again for every record)."""
+    if len(secret) > _BLOCK:
+        secret = hashlib.sha256(secret).digest()
+    secret = secret.ljust(_BLOCK, b"\0")
+    return hashlib.sha256(secret.translate(_INNER)), hashlib.sha256(secret.translate(_OUTER))
 
 
 class AuditKeyError(Exception):
@@ -39,14 +55,21 @@ class KeyRing:
     """the key id that seals new records (the last one read)"""
     sources: tuple[str, ...] = ()
     """where the keys came from (files, ``audit.key``), for messages"""
+    _pads: dict[str, tuple[Any, Any]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """each key's HMAC pads, made on its first MAC (:func:`_hmac_pads`)"""
 
     def __bool__(self) -> bool:
         return bool(self.keys)
 
     def mac(self, key_id: str, purpose: str, message: str) -> str:
         """HMAC-SHA-256 of ``purpose`` + newline + ``message`` under ``key_id``, in hex."""
-        data = f"{purpose}\n{message}".encode()
-        return hmac.new(self.keys[key_id], data, hashlib.sha256).hexdigest()
+        pads = self._pads.get(key_id)
+        if pads is None:
+            pads = self._pads[key_id] = _hmac_pads(self.keys[key_id])
+        inner, outer = pads[0].copy(), pads[1].copy()
+        inner.update(f"{purpose}\n{message}".encode())
+        outer.update(inner.digest())
+        return str(outer.hexdigest())
 
     def check(self, key_id: object, purpose: str, message: str, mac: object) -> str | None:
         """None when ``mac`` is right; else what is wrong (unsealed, unknown key, forged)."""

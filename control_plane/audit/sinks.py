@@ -49,18 +49,24 @@ class SyncError(SinkError):
 
 
 def write_all(
-    sink: Any, records: list[dict[str, Any]], written: Callable[[], None] | None = None
+    sink: Any,
+    records: list[dict[str, Any]],
+    written: Callable[[], None] | None = None,
+    lines: list[bytes] | None = None,
 ) -> None:
     """``records`` through the sink's ``write_many`` (one append, one fsync), or one by one
     for a sink without it. ``written`` (the ``written`` commit level) is called once the
     records are written and before they are synced, where the sink has such a moment (else
-    once it returns)."""
+    once it returns). ``lines``: the records' canonical JSON, when the caller has it (the
+    chain's :meth:`~control_plane.audit.chain.Chain.seal_line`), for a sink that writes lines."""
     many = getattr(sink, "write_many", None)
     if many is not None:
-        if written is None:
-            many(records)
-        else:
-            many(records, written=written)
+        options: dict[str, Any] = {}
+        if written is not None:
+            options["written"] = written
+        if lines is not None:
+            options["lines"] = lines
+        many(records, **options)
         return
     for record in records:
         sink.write(record)
@@ -74,10 +80,16 @@ class Sink(Protocol):
     def write(self, record: dict[str, Any]) -> None: ...
 
     def write_many(
-        self, records: list[dict[str, Any]], *, written: Callable[[], None] | None = None
+        self,
+        records: list[dict[str, Any]],
+        *,
+        written: Callable[[], None] | None = None,
+        lines: list[bytes] | None = None,
     ) -> None:
         """The records in this order, as one durable append where the sink can; ``written``
-        is called between the write and the sync (the ``written`` commit level)."""
+        is called between the write and the sync (the ``written`` commit level). ``lines``,
+        when given, are the records' canonical JSON (``canonical_bytes``), one each: a sink
+        that writes lines writes them rather than serialising the records again."""
         ...
 
     def scan(self) -> Iterator[dict[str, Any]]:
@@ -150,7 +162,11 @@ class JsonlSink:
         self.write_many([record])
 
     def write_many(
-        self, records: list[dict[str, Any]], *, written: Callable[[], None] | None = None
+        self,
+        records: list[dict[str, Any]],
+        *,
+        written: Callable[[], None] | None = None,
+        lines: list[bytes] | None = None,
     ) -> None:
         """The records, one line each, in one ``write`` and one ``fdatasync`` (group commit).
         ``written`` is called once the ``write`` returned (the lines are in the kernel's
@@ -158,8 +174,11 @@ class JsonlSink:
         loss once it returns). The sync is ``fdatasync``: for a file only ever appended to it
         flushes the data and the size that reaches it, all ``fsync`` adds is the times. A
         file this append created (or found empty) has its directory synced too, so its
-        name survives with it."""
-        line = b"".join(canonical_bytes(record) + b"\n" for record in records)
+        name survives with it. ``lines``: the records' canonical JSON, already made (the
+        chain's ``seal_line``)."""
+        if lines is None:
+            lines = [canonical_bytes(record) for record in records]
+        line = b"".join(text + b"\n" for text in lines)
         try:
             try:
                 fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o640)
@@ -254,7 +273,11 @@ class EngineSink:
         self.write_many([record])
 
     def write_many(
-        self, records: list[dict[str, Any]], *, written: Callable[[], None] | None = None
+        self,
+        records: list[dict[str, Any]],
+        *,
+        written: Callable[[], None] | None = None,
+        lines: list[bytes] | None = None,
     ) -> None:
         """One bulk request, each record by its id ``<writer>:<sequence>`` (a retried batch
         overwrites itself), refreshed; any item refused fails the whole batch."""

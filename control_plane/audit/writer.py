@@ -368,11 +368,14 @@ class ChainedLog:
                     head = None if self._fresh else self.sink.head(self.writer)
                     self._chain = Chain(head or Head(self.writer), self._keys())
                 chain = Chain(self._chain.head, self._chain.keys)
+                lines: list[bytes] = []
                 for ticket in batch:
-                    record = chain.seal(ticket.record)
+                    record, line = chain.seal_line(ticket.record)
                     chain.advance(record)
                     sealed.append(record)
-                write_all(self.sink, sealed, answer if self._commit == "written" else None)  # before the sync
+                    lines.append(line)
+                written = answer if self._commit == "written" else None  # before the sync
+                write_all(self.sink, sealed, written, lines)
                 self._since_checkpoint += len(sealed)
                 self.last_error = None  # (a failed sync stays reported: ``sync_error``)
             except (SinkError, EngineError, OSError, AuditKeyError) as failure:
