@@ -33,8 +33,8 @@ VARIANTS = (
 )
 
 
-def _percolations(recording: Recording, ready: Ready) -> int:
-    return sum(path == f"/{ready.policies_index}/_search" for _, path, _ in recording.sent)
+def _percolations(recording: Recording, served: Ready) -> int:
+    return sum(path == f"/{served.policies_index}/_search" for _, path, _ in recording.sent)
 
 
 def _compiled(service: SearchService, request: SearchRequest, now: object) -> tuple[str, str]:
