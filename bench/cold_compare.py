@@ -11,7 +11,10 @@ the order rotating every round, after two warm-up rounds:
 
 - ``cold``: ``SearchService.search`` with the plan cache off (``plan_cache_size=0``), no user;
 - ``cold_user``: the same for the demo persona ``alice`` (her purchases looked up every time);
-- ``cached``: the plan cache on, no user (the plan cached after the first round).
+- ``cached``: the plan cache on, no user (the plan cached after the first round);
+- ``cold_cohort``: the plan cache on, every request for a cohort not seen before (a plan
+  miss for an intent already matched: what a miss for other cohorts, another market or
+  past a window edge costs; ADR 0043).
 
 Per variant: the wall time p50 and the process CPU time (user + system of the process, all
 its threads, ``time.process_time``; the engine is another process) p50 and mean, the engine
@@ -26,6 +29,7 @@ mappings (ADR 0037: ``intent`` with and without offsets).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -39,7 +43,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent.parent
 NOW = datetime(2026, 11, 15, 12, tzinfo=UTC)
 """the instant of ``bench.governed`` (not imported: the earlier tree's bench may differ)"""
-VARIANTS = ("cold", "cold_user", "cached")
+VARIANTS = ("cold", "cold_user", "cached", "cold_cohort")
 USER = "alice"
 
 
@@ -59,18 +63,23 @@ def measure(url: str, rounds: int, index: str | None = None) -> dict[str, Any]:
         served = settings.model_copy(update={"search": tuned})
         return SearchService(served, engine, profile_of(settings), index=index)
 
-    cold, cached = service(plan_cache_size=0), service()
+    cold, cached, cohorts = service(plan_cache_size=0), service(), service()
+    fresh = itertools.count()
     calls = {
         "cold": lambda intent: cold.search(SearchRequest(intent=intent), NOW),
         "cold_user": lambda intent: cold.search(SearchRequest(intent=intent, user_id=USER), NOW),
         "cached": lambda intent: cached.search(SearchRequest(intent=intent), NOW),
+        "cold_cohort": lambda intent: cohorts.search(
+            SearchRequest(intent=intent, cohorts=(f"bench-{next(fresh)}",)), NOW
+        ),
     }
     wall: dict[str, list[float]] = {v: [] for v in VARIANTS}
     cpu: dict[str, list[float]] = {v: [] for v in VARIANTS}
     requests: dict[str, list[int]] = {v: [] for v in VARIANTS}
     stages: dict[str, dict[str, list[float]]] = {v: {} for v in VARIANTS}
     for number in range(rounds + 2):
-        order = VARIANTS[number % 3:] + VARIANTS[: number % 3]
+        turn = number % len(VARIANTS)
+        order = VARIANTS[turn:] + VARIANTS[:turn]
         for intent in INTENTS:
             for variant in order:
                 started_cpu, started = time.process_time_ns(), time.perf_counter_ns()
@@ -85,6 +94,7 @@ def measure(url: str, rounds: int, index: str | None = None) -> dict[str, Any]:
                     stages[variant].setdefault(name, []).append(ms)
     cold.close()
     cached.close()
+    cohorts.close()
     engine.close()
     return {
         variant: {

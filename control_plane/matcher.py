@@ -618,7 +618,7 @@ def _pages(
     return hits
 
 
-def _marked_ranges(hit: dict[str, Any]) -> list[tuple[int, int]]:
+def _marked_ranges(hit: Mapping[str, Any]) -> list[tuple[int, int]]:
     marked = (hit.get("highlight") or {}).get("intent") or []
     return highlighted_ranges(marked[0]) if marked else []
 
@@ -656,19 +656,54 @@ def match(
     """
     if layout == "legacy":
         return _match_legacy(engine, index, intent, policies, cohorts=cohorts, now=now)
-    triggers = policies.triggers if isinstance(policies, PolicyMap) else Triggers.of(policies.values())
     marked = layout is None
+    hits = _trigger_hits(engine, index, intent, first, marked=marked)
+    if marked and not any(hit["_id"] == LAYOUT_ID for hit in hits):
+        return _match_legacy(engine, index, intent, policies, cohorts=cohorts, now=now)
+    return expanded(intent, _ranges_of(hits), policies, cohorts=cohorts, now=now)
 
+
+Percolated = Mapping[str, list[tuple[int, int]]]
+"""what percolating an intent found on a ``triggers`` index: each matched trigger document
+(by id) and its highlighted ranges in the intent. A function of the index and the intent
+alone: cohorts and active windows are applied after it (:func:`expanded`)."""
+
+
+def percolated(
+    engine: Engine, index: str, intent: str, *, first: Mapping[str, Any] | None = None
+) -> Percolated:
+    """Percolate ``intent`` on ``index``, of the ``triggers`` layout (known: no marker asked
+    for): every page, paged by ``search_after``; ``first`` as in :func:`match`."""
+    return _ranges_of(_trigger_hits(engine, index, intent, first, marked=False))
+
+
+def expanded(
+    intent: str,
+    found: Percolated,
+    policies: Mapping[str, Policy],
+    *,
+    cohorts: Sequence[str] = (),
+    now: datetime,
+) -> Matches:
+    """The matches of ``intent`` from what its percolation ``found`` (:func:`percolated`),
+    for ``cohorts`` at ``now``: pure, no engine call (``policies`` as in :func:`match`)."""
+    triggers = policies.triggers if isinstance(policies, PolicyMap) else Triggers.of(policies.values())
+    return triggers.expand(intent, found, frozenset(cohorts), now)
+
+
+def _trigger_hits(
+    engine: Engine, index: str, intent: str, first: Mapping[str, Any] | None, *, marked: bool
+) -> list[dict[str, Any]]:
     def page(after: str | None) -> dict[str, Any]:
         return _trigger_percolation(intent, after, marked=marked)
 
     if first is None:
         first = engine.search(index, page(None))
-    hits = _pages(engine, index, first, page)
-    if marked and not any(hit["_id"] == LAYOUT_ID for hit in hits):
-        return _match_legacy(engine, index, intent, policies, cohorts=cohorts, now=now)
-    ranges = {hit["_id"]: _marked_ranges(hit) for hit in hits}
-    return triggers.expand(intent, ranges, frozenset(cohorts), now)
+    return _pages(engine, index, first, page)
+
+
+def _ranges_of(hits: Sequence[Mapping[str, Any]]) -> dict[str, list[tuple[int, int]]]:
+    return {hit["_id"]: _marked_ranges(hit) for hit in hits}
 
 
 def percolation(index: str, intent: str, layout: Layout | None = None) -> tuple[str, dict[str, Any]]:

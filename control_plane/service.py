@@ -265,6 +265,10 @@ class SearchService:
         """compiled plans by (intent, cohorts, market): shared by every user"""
         self.purchases: PlanCache[tuple[Mapping[str, Any], ...]] = PlanCache(settings.search.plan_cache_size)
         """each user's purchase rows, kept as long as a plan would be (same window edges)"""
+        self.percolations: PlanCache[matcher.Percolated] = PlanCache(settings.search.plan_cache_size)
+        """what percolating each intent found, per policies index (``triggers`` layout): it
+        depends on nothing else, so a plan that misses for other cohorts, another market or
+        past a window edge expands it again without a percolation (ADR 0043)"""
         # a pinned index is read once: it never moves
         self._watch: Watched[Snapshot] = Watched(
             self._read,
@@ -359,9 +363,13 @@ class SearchService:
         if plan is None:
             started = time.perf_counter_ns()
             first = None  # the first percolation page, when sent with the purchases lookup
+            # an intent percolated on this index before (other cohorts or market, an earlier
+            # window): its hits again, no round trip (ADR 0043)
+            known = self.percolations.get(live.index, intent, now) if live.layout == "triggers" else None
             # both needed: one ``_msearch`` (ADR 0032); a legacy index is matched its own way,
-            # so its purchases are looked up alone below (ADR 0037)
-            if user and rows is None and live.layout != "legacy":
+            # so its purchases are looked up alone below (ADR 0037), as they are when the
+            # percolation is known
+            if user and rows is None and live.layout != "legacy" and known is None:
                 first, found = _timed(
                     stages,
                     "purchases",
@@ -373,10 +381,16 @@ class SearchService:
                 )
                 rows = tuple(found)
                 self.purchases.put(version, user, rows, *edges())
-            matches = matcher.match(
-                self.engine, live.index, intent, by_id, cohorts=request.cohorts, now=now, first=first,
-                layout=live.layout,
-            )
+            if live.layout == "triggers":
+                if known is None:
+                    known = matcher.percolated(self.engine, live.index, intent, first=first)
+                    self.percolations.put(live.index, intent, known, None)
+                matches = matcher.expanded(intent, known, by_id, cohorts=request.cohorts, now=now)
+            else:
+                matches = matcher.match(
+                    self.engine, live.index, intent, by_id, cohorts=request.cohorts, now=now,
+                    first=first, layout=live.layout,
+                )
             stages.append(StageTiming("percolate", started, time.perf_counter_ns()))
             context = self._context(request)
             composition = _timed(stages, "compose", compose, live.policy_set, intent, matches, context)
