@@ -556,7 +556,10 @@ def _turns(policy_set: PolicySet, intent: str, matches: Sequence[Match]) -> list
         # the policy's come from its head, the rest are this request's
         head = entry[4]
         actor = new_actor(Actor)
-        actor.__dict__.update(head[4], rank=rank, length=entry[7])
+        values = actor.__dict__
+        values.update(head[4])
+        values["rank"] = rank
+        values["length"] = entry[7]
         append(new_turn(_Turn, (actor, entry[5], entry[6], head[3])))
     return turns
 

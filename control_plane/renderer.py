@@ -274,7 +274,8 @@ def _first(pair: tuple[str, Any]) -> str:
 
 
 #: (template, outermost, the values typed) -> the skeleton and the holes Jinja gave for them,
-#: and the filled clause's bytes (:func:`_copyable`; None: filled from the skeleton)
+#: and the filled clause's bytes (:func:`_copyable`, made at the first reuse: ``_UNMADE``
+#: until then; None: filled from the skeleton)
 _FRAGMENTS: dict[tuple[Any, ...], tuple[Node, list[Any], bytes | None]] = {}
 #: off: every clause goes through Jinja (the reference path the tests compare against)
 _FRAGMENT_CACHE = True
@@ -323,23 +324,38 @@ def _clause(template: str, _outermost: bool = False, **values: Any) -> dict[str,
         return _container(template, _outermost, values)
     found = _FRAGMENTS.get(key) if key is not None else None
     if found is not None:
-        if found[2] is not None:  # the usual hit: a fresh copy of the clause from its bytes
-            copied: dict[str, Any] = orjson.loads(found[2])
+        data = found[2]
+        if data is not None and data is not _UNMADE:  # the usual hit: a copy from its bytes
+            copied: dict[str, Any] = orjson.loads(data)
             return copied
-        node, holes = found[0], found[1]
-    else:
-        holes = []
-        text = TEMPLATES.get_template(template).render(_holes=holes, **values)
-        node = _skeleton(template, text)
-        if key is not None:
-            filled: dict[str, Any] = _fill(node, holes, not _outermost)
-            if len(_FRAGMENTS) >= 8192:  # bounded: many distinct ids or texts come and go
-                _FRAGMENTS.clear()
-            kept = [tuple(h) if type(h) is list else h for h in holes]
-            _FRAGMENTS[key] = (node, kept, _copyable(filled))
-            return filled
+        filled: dict[str, Any] = _fill(found[0], found[1], not _outermost)
+        if data is _UNMADE and key is not None:  # its first reuse: its bytes made, for the next
+            _FRAGMENTS[key] = (found[0], found[1], _copyable(filled))
+        return filled
+    holes: list[Any] = []
+    text = TEMPLATES.get_template(template).render(_holes=holes, **values)
+    node = _skeleton(template, text)
+    if key is not None:
+        if len(_FRAGMENTS) >= 8192:  # bounded: many distinct ids or texts come and go
+            _FRAGMENTS.clear()
+        # (no bytes yet: a clause of one request's text is often never seen again)
+        _FRAGMENTS[key] = (node, [tuple(h) if type(h) is list else h for h in holes], _UNMADE)
     filled = _fill(node, holes, not _outermost)
     return filled
+
+
+#: a kept fragment's bytes before its first reuse (the bytes of a clause are never empty)
+_UNMADE: Final = b""
+
+
+def _with_bytes(
+    key: tuple[Any, ...], found: tuple[Node, list[Any], bytes | None], nested: bool
+) -> tuple[Node, list[Any], bytes | None]:
+    """``found`` (the entry of ``key``) with its bytes made if they are not yet."""
+    if found[2] is _UNMADE:
+        found = (found[0], found[1], _copyable(_fill(found[0], found[1], nested)))
+        _FRAGMENTS[key] = found
+    return found
 
 
 def _copyable(filled: Any) -> bytes | None:
@@ -750,9 +766,12 @@ def _boost_function(boost: Boost, names: _Names) -> dict[str, Any]:
         by_name = entry[2]
         found = by_name.get(name)  # the usual call: this boost under this name again
         if found is None:
-            found = _FRAGMENTS.get((template, False, (*parts, ("name", _scalar(name)))))
-            if found is not None and len(by_name) < _NAMES_PER_BOOST:
-                by_name[name] = found
+            key = (template, False, (*parts, ("name", _scalar(name))))
+            found = _FRAGMENTS.get(key)
+            if found is not None:
+                found = _with_bytes(key, found, True)  # (a reuse)
+                if len(by_name) < _NAMES_PER_BOOST:
+                    by_name[name] = found
         if found is not None:
             filled: dict[str, Any] = (
                 orjson.loads(found[2]) if found[2] is not None else _fill(found[0], found[1], True)
@@ -841,7 +860,8 @@ def _facets(profile: CatalogProfile) -> dict[str, Any]:
     key = _fragment_key("facets.json.j2", False, values) if _FRAGMENT_CACHE else None
     clause = _clause("facets.json.j2", **values)
     found = _FRAGMENTS.get(key) if key is not None else None
-    if found is not None:
+    if found is not None and key is not None:
+        found = _with_bytes(key, found, True)  # (kept for reuse)
         if len(_FACETS) >= 64:  # bounded: a server has a profile or two
             _FACETS.clear()
         _FACETS[id(profile)] = (profile, found[0], found[1], found[2])

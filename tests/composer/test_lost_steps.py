@@ -69,7 +69,8 @@ def contests(draw: st.DrawFn) -> tuple[PolicySet, str, list[Match]]:
             continue
         word = policy.trigger.values[0]
         start = intent.find(word)
-        matches.append(Match(policy_id=policy.id, spans=(Span(start=start, end=start + len(word), text=word),)))
+        found = Span(start=start, end=start + len(word), text=word)
+        matches.append(Match(policy_id=policy.id, spans=(found,)))
     return policies, intent, matches
 
 
@@ -83,7 +84,9 @@ def _reference(policies: PolicySet, intent: str, matches: list[Match]) -> str:
 
 @settings(max_examples=300, deadline=None)
 @given(contests())
-def test_contests_on_a_held_category_compose_as_the_reference(contest: tuple[PolicySet, str, list[Match]]) -> None:
+def test_contests_on_a_held_category_compose_as_the_reference(
+    contest: tuple[PolicySet, str, list[Match]],
+) -> None:
     policies, intent, matches = contest
     expected = _reference(policies, intent, matches)
     for _ in range(2):  # cold, then from what the first compose kept

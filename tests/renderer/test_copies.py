@@ -68,7 +68,23 @@ def test_a_clause_its_bytes_cannot_give_back_is_filled_as_before(name: str) -> N
         assert _body(plan) == expected
     kept = [entry for key, entry in renderer._FRAGMENTS.items() if key[0] == "filter_terms.json.j2"]
     assert kept and all(entry[2] is None for entry in kept)  # no bytes: filled from the skeleton
-    assert any(entry[2] is not None for entry in renderer._FRAGMENTS.values())  # the others copied
+    assert any(entry[2] for entry in renderer._FRAGMENTS.values())  # the others copied
+
+
+def test_a_clause_gets_its_bytes_at_its_first_reuse() -> None:
+    """A clause of one request's text (the residual's) is often never seen again: its
+    bytes are made when it is reused, not when it is first rendered."""
+    renderer._FRAGMENTS.clear()
+    renderer._FACETS.clear()
+    plan = _plan(("a",))
+    expected = _reference(plan)
+    assert _body(plan) == expected
+    made = {key[0]: entry[2] is not renderer._UNMADE for key, entry in renderer._FRAGMENTS.items()}
+    assert made.pop("facets.json.j2")  # kept per profile at once: made for its reuse
+    assert made and not any(made.values())
+    assert _body(plan) == expected
+    assert all(e[2] for e in renderer._FRAGMENTS.values())  # every one reused: bytes made
+    assert _body(plan) == expected
 
 
 def test_the_copies_check_what_their_bytes_give_back(monkeypatch: pytest.MonkeyPatch) -> None:
