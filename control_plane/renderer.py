@@ -83,7 +83,10 @@ clauses, facets) is rendered by Jinja once per distinct typed values and filled 
 cached skeleton and holes afterwards (ADR 0016). A template that embeds rendered clauses
 (the envelope, the scoring layers, the request body) is rendered once per *shape* of its
 values, with a stand-in for each clause that refuses every use but ``tojson``, and filled
-with each call's own clauses afterwards (:func:`_container`, ADR 0029).
+with each call's own clauses afterwards (:func:`_container`, ADR 0029). Once reused, a kept
+clause is a fresh copy loaded from the bytes of its first filling, and a container's shape
+its own part loaded from bytes with the call's clauses put in their places (``orjson``,
+checked to give back exactly what the fill gives: :func:`_copyable`, ADR 0040).
 """
 
 from __future__ import annotations
