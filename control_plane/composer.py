@@ -242,7 +242,7 @@ from pydantic import BaseModel
 
 import control_plane.composer_state as composer_state
 from control_plane.composer_captures import Binding, VocabularyIndex, bind
-from control_plane.composer_fields import apply
+from control_plane.composer_fields import apply, lost_to_holder
 from control_plane.composer_price import StatsLike, finish_price
 from control_plane.composer_state import Actor, Draft, Remembered, State, made
 from control_plane.matches import Matches, MatchGroup
@@ -315,38 +315,51 @@ def compose(
     captures: list[CaptureMapping] = []
     applied_ids: list[str] = []
     free = left.free
+    reference = composer_state.REFERENCE
+    residual = state.plan.residual  # the residual so far (the plan's, on the reference path)
     for turn in turns:
-        policy = turn.actor.policy
+        actor, footprint = turn.actor, turn.footprint
+        policy = actor.policy
         if not (  # the usual turn, which ``_skip`` lets through: no cohorts, its spans free
-            policy.enabled and not policy.cohorts and (turn.actor.is_guard or all(map(free, turn.footprint)))
+            policy.enabled and not policy.cohorts
+            and (
+                actor.is_guard
+                or (free(footprint[0]) if len(footprint) == 1 else all(map(free, footprint)))
+            )
         ):
-            skip = _skip(policy, turn.footprint, consumed, left, context)
+            skip = _skip(policy, footprint, consumed, left, context)
             if skip is not None:
                 skipped.append(skip)
                 continue
         found_captures = turn.match.captures
-        plain = None if found_captures or composer_state.REFERENCE else _PLAIN.get(id(policy))
+        plain = None if found_captures or reference else _PLAIN.get(id(policy))
         if plain is not None and plain[0] is policy:  # the rules as written, remembered
             binding = plain[1]
         else:
             rule_captures = index.rule_captures[policy.id]
             binding = _bound(policy, found_captures, vocabularies, context, rule_captures)
-            if not found_captures and not any(rule_captures) and not composer_state.REFERENCE:
+            if not found_captures and not any(rule_captures) and not reference:
                 if len(_PLAIN) >= _PLAIN_LIMIT:
                     _PLAIN.clear()
                 _PLAIN[id(policy)] = (policy, binding)
-        captures.extend(binding.mappings)
+        if binding.mappings:
+            captures.extend(binding.mappings)
         if binding.problem is not None:
             problem = binding.problem
             skipped.append(
                 made(Skipped, {"policy_id": policy.id, "code": problem.code, "reason": problem.reason})
             )
             continue
+        bodies = binding.bodies
+        # its one rule loses to a holder, changing nothing: the step needs no draft (the
+        # contest is noted once the step is known to apply)
+        lost = lost_to_holder(state, actor, bodies[0]) if len(bodies) == 1 and not reference else None
         before = state
-        state = state.draft()  # changed in place by this step's rules; ``before`` stays
-        for body in binding.bodies:
-            state = apply(state, turn.actor, body)
-        spans = turn.footprint if policy.trigger.consume else ()
+        if lost is None:
+            state = state.draft()  # changed in place by this step's rules; ``before`` stays
+            for body in bodies:
+                state = apply(state, actor, body)
+        spans = footprint if policy.trigger.consume else ()
         if spans and _would_empty(state, left, spans):  # (consuming nothing empties nothing)
             reason = (
                 f"consuming '{' '.join(s.text for s in spans)}' would leave no words to search"
@@ -357,13 +370,33 @@ def compose(
             state = before
             continue
         applied_ids.append(policy.id)  # the plan's ``applied``, set once after the cascade
+        if lost is not None:
+            state = state.noted(lost)  # (a draft of the step before, done: noted in place)
+            if not spans:  # nothing changed, nothing consumed: the policy's own record, kept
+                kept = _UNCHANGED.get(id(policy))
+                if kept is None or kept[0] is not policy or kept[1] is not binding:
+                    kept = _unchanged(policy, binding)
+                applied.append(kept[2])
+                continue
+            before = state
         if spans:
             consumed.extend([(span, policy.id) for span in spans])
             left.consume(spans)
+        moved: Change | None = None  # the residual's change, made here (see below)
         if spans or state.rewrites is not before.rewrites:  # else the residual is unchanged
-            state = state.with_plan(residual=left.text(state.rewrites))
-        if composer_state.REFERENCE or cast(Draft, state).touched or state.prices is not before.prices:
+            if reference:
+                state = state.with_plan(residual=left.text(state.rewrites))
+            else:  # no strategy reads the plan's residual: it is set once, after the cascade
+                text = left.text(state.rewrites)
+                if text != residual:
+                    moved = made(Change, {"field": "residual", "before": residual, "after": text})
+                    residual = text
+        if lost is None and (reference or cast(Draft, state).touched or state.prices is not before.prices):
             changes = _changes(before, state, dumped)
+            if moved is not None:  # the plan's first field: the first change
+                changes = (moved, *changes)
+        elif moved is not None:
+            changes = (moved,)
         elif not spans:  # nothing changed, nothing consumed: the policy's own record, kept
             kept = _UNCHANGED.get(id(policy))
             if kept is None or kept[0] is not policy or kept[1] is not binding:
@@ -384,7 +417,11 @@ def compose(
                 },
             )
         )
-    state = finish_price(state, context.price_stats).with_plan(applied=tuple(applied_ids))
+    state = finish_price(state, context.price_stats)
+    if reference:
+        state = state.with_plan(applied=tuple(applied_ids))
+    else:
+        state = state.with_plan(residual=residual, applied=tuple(applied_ids))
     matched = [made(MatchedPolicy, {**turn.matched, "spans": turn.footprint}) for turn in turns]
     explanation = made(
         Explanation,
@@ -475,8 +512,10 @@ def _turns(policy_set: PolicySet, intent: str, matches: Sequence[Match]) -> list
             continue
         spans: tuple[Span, ...] = found.spans
         footprint: tuple[Span, ...]
-        if len(spans) == 1 and not found.captures:  # the usual match: one span is its footprint
-            footprint, length = spans, spans[0].end - spans[0].start
+        one = len(spans) == 1 and not found.captures
+        if one:  # the usual match: one span is its footprint
+            start, end = spans[0].start, spans[0].end
+            footprint, length = spans, end - start
         else:  # once per group: its members share spans and captures
             footprint = _footprint(found)
             length = _covered(footprint)
@@ -493,6 +532,10 @@ def _turns(policy_set: PolicySet, intent: str, matches: Sequence[Match]) -> list
             if head is None or head[0] is not policy:
                 head = _head(policy)
             unordered.append((head[1], head[2], -length, policy_id, head, found, footprint, length))
+        if one:  # (checked after the ids, as every span is)
+            if not 0 <= start < end <= size:
+                raise ValueError(f"span [{start}, {end}) of '{ids[0]}' is empty or outside the intent")
+            continue
         for span in (*spans, *(c.span for c in found.captures)) if found.captures else spans:
             if not 0 <= span.start < span.end <= size:
                 raise ValueError(

@@ -123,8 +123,8 @@ def _proposed(body: CategoryRule | FilterRule | ExcludeRule, field: str, policy:
 #: proposal of each body, found by one dict lookup (the entry holds the body, so its id is
 #: not reused while it is there); bounded like :class:`Remembered`
 _PROPOSED_BY_BODY: dict[int, tuple[object, str, str, Constraint]] = {}
-#: id(rule body) -> (the body, policy id, the boost it adds), likewise
-_BOOSTS_BY_BODY: dict[int, tuple[object, str, Boost]] = {}
+#: id(rule body) -> (the body, policy id, the boost it adds, its field's key), likewise
+_BOOSTS_BY_BODY: dict[int, tuple[object, str, Boost, str]] = {}
 _BY_BODY_LIMIT = 16_384  # as Remembered
 
 
@@ -183,6 +183,11 @@ def _held(state: State, key: str, holder: Actor, actor: Actor, what: str) -> Sta
     if composer_state.REFERENCE:
         reason = f"{what} is held by the override of '{holder.id}' ({precedence(holder, actor)})"
         return state.record(key, "override", holder, [actor], reason)
+    return state.noted(_held_resolution(key, holder, actor, what))
+
+
+def _held_resolution(key: str, holder: Actor, actor: Actor, what: str) -> Resolution:
+    """What :func:`_held` notes (kept per pair of policies, lengths, key and wording)."""
     winner, loser = holder.policy, actor.policy
     pair = (id(winner), id(loser), holder.length, actor.length, key, what)
     entry = _HELD.get(pair)
@@ -198,7 +203,32 @@ def _held(state: State, key: str, holder: Actor, actor: Actor, what: str) -> Sta
         if len(_HELD) >= _BY_BODY_LIMIT:
             _HELD.clear()
         entry = _HELD[pair] = (winner, loser, resolution)
-    return state.noted(entry[2])
+    return entry[2]
+
+
+def lost_to_holder(state: State, actor: Actor, body: RuleBody) -> Resolution | None:
+    """The resolution a rule body notes when all it does is lose its field to the
+    override holding it, or None when it may do anything else: a category rule on a held
+    category, when :func:`_meet` then notes :func:`_held` (the policy does not consume its
+    words, or its strategy does not narrow) or :func:`_disjoint` (it narrows, and has no
+    value in common with the held one), and :func:`_category` sets nothing. The cascade's
+    loop asks it first, so such a step costs no draft (``composer``; the reference path
+    never asks)."""
+    if type(body) is not CategoryRule:
+        return None
+    holder = state.holds.get("category")
+    if holder is None:
+        return None
+    strategy = body.strategy
+    if not (actor.consumes and strategy in ("override", "intersect")):
+        return _held_resolution("category", holder, actor, "category")
+    current = state.plan.category
+    if current is None:  # (a held field has a value)
+        return None
+    proposed = _proposed(body, state.category_field, actor.id)
+    if _common(current, proposed):  # it narrows the category: a change
+        return None
+    return _disjoint_resolution("category", strategy, holder, actor, current, proposed)
 
 
 #: (id(holder's policy), id(loser's policy), their lengths, key, what) -> (the two
@@ -241,6 +271,13 @@ def _disjoint(
     if composer_state.REFERENCE:
         reason = _disjoint_reason(winner, actor, current, proposed)
         return state.record(key, strategy, winner, [actor], reason)
+    return state.noted(_disjoint_resolution(key, strategy, winner, actor, current, proposed))
+
+
+def _disjoint_resolution(
+    key: str, strategy: str, winner: Actor, actor: Actor, current: Constraint, proposed: Constraint
+) -> Resolution:
+    """What :func:`_disjoint` notes (kept as said there)."""
     held = (current, proposed, winner.policy, actor.policy)
     pair = (*map(id, held), winner.length, actor.length, key, strategy)
     entry = _DISJOINT.get(pair)
@@ -256,7 +293,7 @@ def _disjoint(
         if len(_DISJOINT) >= _BY_BODY_LIMIT:
             _DISJOINT.clear()
         entry = _DISJOINT[pair] = (held, resolution)
-    return state.noted(entry[1])
+    return entry[1]
 
 
 def _disjoint_reason(winner: Actor, actor: Actor, current: Constraint, proposed: Constraint) -> str:
@@ -334,6 +371,11 @@ def _guard_note(state: State, field: str, guard: str, reason: str) -> State:
 
 
 def _boost(state: State, actor: Actor, body: BoostRule | BuryRule) -> State:
+    entry = None if composer_state.REFERENCE else _BOOSTS_BY_BODY.get(id(body))
+    if entry is not None and entry[0] is body and entry[1] == actor.id:  # the usual step
+        holder = state.holds.get(entry[3])
+        if holder is None and body.strategy != "override":  # accumulate: the boost added
+            return state.with_plan(boosts=(*state.plan.boosts, entry[2]))
     key = f"boosts.{body.field}"
     holder = state.holds.get(key)
     if holder is not None:
@@ -361,7 +403,7 @@ def _boost(state: State, actor: Actor, body: BoostRule | BuryRule) -> State:
         if not composer_state.REFERENCE:
             if len(_BOOSTS_BY_BODY) >= _BY_BODY_LIMIT:
                 _BOOSTS_BY_BODY.clear()
-            _BOOSTS_BY_BODY[id(body)] = (body, actor.id, boost)
+            _BOOSTS_BY_BODY[id(body)] = (body, actor.id, boost, key)
     return state.with_plan(boosts=(*state.plan.boosts, boost))
 
 

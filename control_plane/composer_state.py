@@ -240,6 +240,8 @@ _DICT = BaseModel.__dict__["__dict__"].__set__
 def _ids(losers: Sequence[Actor]) -> tuple[str, ...]:
     if len(losers) == 1:  # the usual contest
         return (losers[0].policy.id,)
+    if not losers:  # a resolution without a loser (a percentile resolved, an intersection)
+        return ()
     return tuple([loser.policy.id for loser in losers])
 
 

@@ -83,7 +83,10 @@ clauses, facets) is rendered by Jinja once per distinct typed values and filled 
 cached skeleton and holes afterwards (ADR 0016). A template that embeds rendered clauses
 (the envelope, the scoring layers, the request body) is rendered once per *shape* of its
 values, with a stand-in for each clause that refuses every use but ``tojson``, and filled
-with each call's own clauses afterwards (:func:`_container`, ADR 0029).
+with each call's own clauses afterwards (:func:`_container`, ADR 0029). Once reused, a kept
+clause is a fresh copy loaded from the bytes of its first filling, and a container's shape
+its own part loaded from bytes with the call's clauses put in their places (``orjson``,
+checked to give back exactly what the fill gives: :func:`_copyable`, ADR 0040).
 """
 
 from __future__ import annotations
@@ -93,6 +96,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, get_args
 
+import orjson
 from jinja2 import Environment, PackageLoader, StrictUndefined, pass_context
 
 from control_plane.plan import Boost, Constraint, Plan
@@ -272,8 +276,10 @@ def _first(pair: tuple[str, Any]) -> str:
     return pair[0]
 
 
-#: (template, outermost, the values typed) -> the skeleton and the holes Jinja gave for them
-_FRAGMENTS: dict[tuple[Any, ...], tuple[Node, list[Any]]] = {}
+#: (template, outermost, the values typed) -> the skeleton and the holes Jinja gave for them,
+#: and the filled clause's bytes (:func:`_copyable`, made at the first reuse: ``_UNMADE``
+#: until then; None: filled from the skeleton)
+_FRAGMENTS: dict[tuple[Any, ...], tuple[Node, list[Any], bytes | None]] = {}
 #: off: every clause goes through Jinja (the reference path the tests compare against)
 _FRAGMENT_CACHE = True
 
@@ -321,17 +327,54 @@ def _clause(template: str, _outermost: bool = False, **values: Any) -> dict[str,
         return _container(template, _outermost, values)
     found = _FRAGMENTS.get(key) if key is not None else None
     if found is not None:
-        node, holes = found
-    else:
-        holes = []
-        text = TEMPLATES.get_template(template).render(_holes=holes, **values)
-        node = _skeleton(template, text)
-        if key is not None:
-            if len(_FRAGMENTS) >= 8192:  # bounded: many distinct ids or texts come and go
-                _FRAGMENTS.clear()
-            _FRAGMENTS[key] = (node, [tuple(h) if type(h) is list else h for h in holes])
-    filled: dict[str, Any] = _fill(node, holes, not _outermost)
+        data = found[2]
+        if data is not None and data is not _UNMADE:  # the usual hit: a copy from its bytes
+            copied: dict[str, Any] = orjson.loads(data)
+            return copied
+        filled: dict[str, Any] = _fill(found[0], found[1], not _outermost)
+        if data is _UNMADE and key is not None:  # its first reuse: its bytes made, for the next
+            _FRAGMENTS[key] = (found[0], found[1], _copyable(filled))
+        return filled
+    holes: list[Any] = []
+    text = TEMPLATES.get_template(template).render(_holes=holes, **values)
+    node = _skeleton(template, text)
+    if key is not None:
+        if len(_FRAGMENTS) >= 8192:  # bounded: many distinct ids or texts come and go
+            _FRAGMENTS.clear()
+        # (no bytes yet: a clause of one request's text is often never seen again)
+        _FRAGMENTS[key] = (node, [tuple(h) if type(h) is list else h for h in holes], _UNMADE)
+    filled = _fill(node, holes, not _outermost)
     return filled
+
+
+#: a kept fragment's bytes before its first reuse (the bytes of a clause are never empty)
+_UNMADE: Final = b""
+
+
+def _with_bytes(
+    key: tuple[Any, ...], found: tuple[Node, list[Any], bytes | None], nested: bool
+) -> tuple[Node, list[Any], bytes | None]:
+    """``found`` (the entry of ``key``) with its bytes made if they are not yet."""
+    if found[2] is _UNMADE:
+        found = (found[0], found[1], _copyable(_fill(found[0], found[1], nested)))
+        _FRAGMENTS[key] = found
+    return found
+
+
+def _copyable(filled: Any) -> bytes | None:
+    """``filled`` (JSON data) as the bytes a fresh copy of it is loaded from
+    (``orjson.loads``, several times faster than :func:`_fill` in Python), or None when
+    those bytes would not give it back exactly: the copy must be equal type for type
+    (``1``, ``1.0`` and ``True`` apart; ``orjson`` reads an integer past 64 bits as a
+    float) and key for key in the same order, which ``json.dumps`` of the two compares.
+    ``orjson`` refuses a lone surrogate (None too). Made once, when a fragment is kept."""
+    try:
+        data = orjson.dumps(filled)
+    except (orjson.JSONEncodeError, TypeError):
+        return None
+    if json.dumps(orjson.loads(data)) != json.dumps(filled):
+        return None
+    return data
 
 
 # --- containers: templates that embed rendered clauses ---------------------------------
@@ -370,18 +413,19 @@ class _Slot(dict[str, Any]):
         raise _Touched(name)
 
 
-def _shaped(value: Any, slots: list[Any]) -> tuple[Any, Any]:
+def _shaped(value: Any, slots: list[Any], stand_ins: bool = True) -> tuple[Any, Any]:
     """(a hashable key that only an equally shaped value gives, the value with a
     :class:`_Slot` for each clause). A clause is a dict holding a list or a dict: what
     :func:`_clause` returns; it is appended to ``slots``. A flat dict of scalars (a
     signal, a product weight) and lists are keyed item by item; TypeError for anything
-    else."""
+    else. ``stand_ins`` off: the key and the slots only (None for the value), for a shape
+    seen before, whose stand-ins are not needed again."""
     kind = type(value)
     if kind is dict:
         for item in value.values():  # a clause's first value already says so
             if type(item) not in _SCALARS:
                 slots.append(value)
-                return ("clause",), _Slot(len(slots) - 1)
+                return _CLAUSE, _Slot(len(slots) - 1) if stand_ins else None
         keys = tuple(value)
         if not all(type(name) is str for name in keys):
             raise TypeError("a dict key that is not a string")
@@ -393,12 +437,13 @@ def _shaped(value: Any, slots: list[Any]) -> tuple[Any, Any]:
             if type(item) is dict and item and type(next(iter(item.values()))) not in _SCALARS:
                 slots.append(item)  # a clause (its first value says so): the usual item
                 shapes.append(_CLAUSE)
-                stands.append(_Slot(len(slots) - 1))
+                if stand_ins:
+                    stands.append(_Slot(len(slots) - 1))
             else:
-                key, stand = _shaped(item, slots)
+                key, stand = _shaped(item, slots, stand_ins)
                 shapes.append(key)
                 stands.append(stand)
-        return (kind, tuple(shapes)), kind(stands)
+        return (kind, tuple(shapes)), kind(stands) if stand_ins else None
     return _scalar(value), value
 
 
@@ -430,8 +475,9 @@ def _storable(hole: Any) -> Any:
 
 
 #: (template, outermost, the values' shape) -> the skeleton and holes (with stand-ins) for
-#: that shape, or None: the template uses a clause other than through tojson
-_SHAPES: dict[tuple[Any, ...], tuple[Node, tuple[Any, ...]] | None] = {}
+#: that shape and its copy (:func:`_copy_of`; None: filled from the skeleton), or None: the
+#: template uses a clause other than through tojson
+_SHAPES: dict[tuple[Any, ...], tuple[Node, tuple[Any, ...], _Copy | None] | None] = {}
 _UNSEEN: Any = object()
 
 
@@ -442,20 +488,26 @@ def _container(template: str, outermost: bool, values: dict[str, Any]) -> dict[s
     own clauses. The key holds every value that is not a clause, typed, and the shape of
     every list, so the text is the one Jinja gives for the real values: a template that
     does anything with a clause but print it through ``tojson`` is rendered with the real
-    values every time (ADR 0029)."""
+    values every time (ADR 0029). A shape seen before is a copy of the template's own
+    part, loaded from its bytes, with this call's clauses put in (:class:`_Copy`)."""
     slots: list[Any] = []
     try:
-        pairs = [(name, *_shaped(value, slots)) for name, value in values.items()]
+        key = (
+            template,
+            outermost,
+            tuple([(name, _shaped(value, slots, False)[0]) for name, value in values.items()]),
+        )
     except TypeError:
         return _rendered(template, outermost, values)
-    key = (template, outermost, tuple((name, shape) for name, shape, _ in pairs))
     found = _SHAPES.get(key, _UNSEEN)
     if found is _UNSEEN:
         holes: list[Any] = []
         try:
-            stand_ins = {name: stand for name, _, stand in pairs}
+            again: list[Any] = []  # the same slots, in the same order, with their stand-ins
+            stand_ins = {name: _shaped(value, again)[1] for name, value in values.items()}
             text = TEMPLATES.get_template(template).render(_holes=holes, **stand_ins)
-            found = (_skeleton(template, text), tuple(_storable(hole) for hole in holes))
+            node, stored = _skeleton(template, text), tuple(_storable(hole) for hole in holes)
+            found = (node, stored, _copy_of(node, stored, not outermost))
         except Exception:  # the template used a clause: no shape to keep (rendered below)
             found = None
         if len(_SHAPES) >= 4096:  # bounded, as the fragments are
@@ -463,9 +515,76 @@ def _container(template: str, outermost: bool, values: dict[str, Any]) -> dict[s
         _SHAPES[key] = found
     if found is None:
         return _rendered(template, outermost, values)
-    node, stored = found
-    filled: dict[str, Any] = _fill(node, [_unslotted(hole, slots) for hole in stored], not outermost)
+    node, stored, copy = found
+    if copy is not None:
+        filled: dict[str, Any] = orjson.loads(copy.data)
+        for parents, last, hole in copy.places:
+            target: Any = filled
+            for step in parents:
+                target = target[step]
+            target[last] = slots[hole.index] if type(hole) is _Slot else _data(_unslotted(hole, slots))
+        return filled
+    filled = _fill(node, [_unslotted(hole, slots) for hole in stored], not outermost)
     return filled
+
+
+class _Copy(NamedTuple):
+    """A container's shape as bytes and places: ``orjson.loads(data)`` is what :func:`_fill`
+    makes of its skeleton with None where a hole holds clauses, and each place says where
+    such a hole goes (the keys and indexes down to it) and which stored hole it is."""
+
+    data: bytes
+    places: tuple[tuple[tuple[str | int, ...], str | int, Any], ...]
+
+
+def _copy_of(node: Node, stored: tuple[Any, ...], nested: bool) -> _Copy | None:
+    """The :class:`_Copy` of a container's skeleton and stored holes, or None when its
+    bytes would not give back what :func:`_fill` makes (:func:`_copyable`), or a hole with
+    clauses is a key. Each hole that holds a clause is filled with a marker (an empty dict,
+    which :func:`_data` hands on as it is, as it hands on a clause) and found again."""
+    markers: dict[int, Any] = {}
+    holes: list[Any] = []
+    for hole in stored:
+        if _slotted(hole):
+            marker: dict[str, Any] = {}
+            markers[id(marker)] = (marker, hole)
+            holes.append(marker)
+        else:
+            holes.append(hole)
+    try:
+        filled = _fill(node, holes, nested)
+    except (ValueError, TypeError):
+        return None
+    places: list[tuple[tuple[str | int, ...], str | int, Any]] = []
+    _find(filled, (), markers, places)
+    data = _copyable(filled)
+    if data is None or len(places) != len(markers):  # (a hole printed twice: filled as before)
+        return None
+    return _Copy(data, tuple(places))
+
+
+def _slotted(hole: Any) -> bool:
+    """A stored hole holds a clause's stand-in."""
+    kind = type(hole)
+    return kind is _Slot or (kind is tuple and any(_slotted(item) for item in hole))
+
+
+def _find(
+    value: Any,
+    path: tuple[str | int, ...],
+    markers: dict[int, Any],
+    places: list[tuple[tuple[str | int, ...], str | int, Any]],
+) -> None:
+    """Record where each marker of ``markers`` is in ``value`` and put None there."""
+    kind = type(value)
+    children: Any = value.items() if kind is dict else enumerate(value) if kind is list else ()
+    for key, item in list(children):
+        found = markers.get(id(item))
+        if found is not None and found[0] is item:
+            places.append((path, key, found[1]))
+            value[key] = None
+        else:
+            _find(item, (*path, key), markers, places)
 
 
 def _rendered(template: str, outermost: bool, values: dict[str, Any]) -> dict[str, Any]:
@@ -650,11 +769,16 @@ def _boost_function(boost: Boost, names: _Names) -> dict[str, Any]:
         by_name = entry[2]
         found = by_name.get(name)  # the usual call: this boost under this name again
         if found is None:
-            found = _FRAGMENTS.get((template, False, (*parts, ("name", _scalar(name)))))
-            if found is not None and len(by_name) < _NAMES_PER_BOOST:
-                by_name[name] = found
+            key = (template, False, (*parts, ("name", _scalar(name))))
+            found = _FRAGMENTS.get(key)
+            if found is not None:
+                found = _with_bytes(key, found, True)  # (a reuse)
+                if len(by_name) < _NAMES_PER_BOOST:
+                    by_name[name] = found
         if found is not None:
-            filled: dict[str, Any] = _fill(found[0], found[1], True)
+            filled: dict[str, Any] = (
+                orjson.loads(found[2]) if found[2] is not None else _fill(found[0], found[1], True)
+            )
             return filled
     return _clause(
         template,
@@ -666,10 +790,12 @@ def _boost_function(boost: Boost, names: _Names) -> dict[str, Any]:
 
 
 #: id(boost) -> (the boost, its fragment key's typed field, values and weight, or None:
-#: not a fragment, and its clause name -> the fragment's skeleton and holes: what
+#: not a fragment, and its clause name -> the fragment's skeleton, holes and bytes: what
 #: ``_FRAGMENTS`` holds for the whole key, found without building and hashing the key);
 #: the entry holds the boost, so its id is not reused while it is there
-_BOOST_PARTS: dict[int, tuple[Boost, tuple[Any, ...] | None, dict[str, tuple[Node, list[Any]]]]] = {}
+_BOOST_PARTS: dict[
+    int, tuple[Boost, tuple[Any, ...] | None, dict[str, tuple[Node, list[Any], bytes | None]]]
+] = {}
 #: clause names kept per boost (``boost:<policy>``, then ``#2``... when a name repeats)
 _NAMES_PER_BOOST = 4
 
@@ -725,7 +851,9 @@ def _facets(profile: CatalogProfile) -> dict[str, Any]:
     holes) is kept per profile object once rendered, and only filled afterwards."""
     kept = _FACETS.get(id(profile)) if _FRAGMENT_CACHE else None
     if kept is not None and kept[0] is profile:
-        filled: dict[str, Any] = _fill(kept[1], kept[2], True)
+        filled: dict[str, Any] = (
+            orjson.loads(kept[3]) if kept[3] is not None else _fill(kept[1], kept[2], True)
+        )
         return filled
     edges = [_finite("a price facet edge", float(e)) for e in profile.facets.price_ranges]
     values: dict[str, Any] = {
@@ -735,14 +863,15 @@ def _facets(profile: CatalogProfile) -> dict[str, Any]:
     key = _fragment_key("facets.json.j2", False, values) if _FRAGMENT_CACHE else None
     clause = _clause("facets.json.j2", **values)
     found = _FRAGMENTS.get(key) if key is not None else None
-    if found is not None:
+    if found is not None and key is not None:
+        found = _with_bytes(key, found, True)  # (kept for reuse)
         if len(_FACETS) >= 64:  # bounded: a server has a profile or two
             _FACETS.clear()
-        _FACETS[id(profile)] = (profile, found[0], found[1])
+        _FACETS[id(profile)] = (profile, found[0], found[1], found[2])
     return clause
 
 
-#: id(profile) -> (the profile, its facets clause's skeleton and holes); the entry holds
-#: the profile (frozen), so its id is not reused while it is there
-_FACETS: dict[int, tuple[Any, Node, list[Any]]] = {}
+#: id(profile) -> (the profile, its facets clause's skeleton, holes and bytes); the entry
+#: holds the profile (frozen), so its id is not reused while it is there
+_FACETS: dict[int, tuple[Any, Node, list[Any], bytes | None]] = {}
 

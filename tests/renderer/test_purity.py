@@ -13,6 +13,7 @@ TEMPLATES = SOURCE.parent / "templates"
 ALLOWED = {
     "__future__",
     "json",
+    "orjson",  # fresh copies of kept clauses (ADR 0040): a JSON codec, pure
     "math",
     "collections.abc",
     "typing",
