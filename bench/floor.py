@@ -98,7 +98,7 @@ class _Pipeline(_Front):
         self.app = app
 
     async def _answer(self, raw: bytes) -> None:
-        from control_plane.api.app import search_response
+        from control_plane.api.answer import search_response
         from control_plane.api.models import SearchBody
 
         service, recorder = self.app.state.service, self.app.state.recorder
