@@ -246,7 +246,7 @@ class AgentGateway:
             abstention = governed.abstention or Abstention("abstained", "abstained")
             return self._abstained(request_id, extraction, abstention, progress, now, extraction.intent,
                                    governed.compiled)
-        from control_plane.api.app import search_response
+        from control_plane.api.answer import search_response
 
         search = search_response(request_id, request, governed.outcome, self.service.profile)
         understood = bool(understood_by(governed.outcome.compiled))

@@ -159,7 +159,7 @@ def search_products_sync(service: SearchService, gateway: GatewaySettings, inten
                                     intent=verdict.intent,
                                     answer=f"I can't answer this: {governed.abstained}.")
     record(governed.outcome.execution.status, outcome=governed.outcome)
-    from control_plane.api.app import search_response
+    from control_plane.api.answer import search_response
 
     search = search_response(rid, request, governed.outcome, service.profile)
     cards = cards_of(search.hits, gateway.answer_products)

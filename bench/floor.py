@@ -98,7 +98,7 @@ class _Pipeline(_Front):
         self.app = app
 
     async def _answer(self, raw: bytes) -> None:
-        from control_plane.api.app import search_response
+        from control_plane.api.answer import search_answer
         from control_plane.api.models import SearchBody
 
         service, recorder = self.app.state.service, self.app.state.recorder
@@ -110,7 +110,7 @@ class _Pipeline(_Front):
                 outcome = await asyncio.get_running_loop().run_in_executor(
                     None, lambda: recorder.search(service, body, rid, None)
                 )
-            payload = search_response(rid, body, outcome, service.profile).model_dump_json().encode()
+            payload = search_answer(rid, body, outcome, service.profile)
         except Exception as error:  # an instrument: say what failed, keep serving
             self._send(500, b"Internal Server Error", json.dumps({"error": repr(error)}).encode())
             return

@@ -45,7 +45,7 @@ from fastapi import Depends, FastAPI, Request, Response
 
 from bench import environment
 from bench.governed import INTENTS
-from control_plane.api.app import search_response
+from control_plane.api.answer import search_response
 from control_plane.api.auth import search_guard
 from control_plane.api.models import HitOut, SearchBody, SearchResponse
 from control_plane.api.search_route import SearchRoute

@@ -134,7 +134,7 @@ def _service(args: argparse.Namespace, settings: Settings, env: str = "live") ->
 
 
 def cmd_compile(args: argparse.Namespace, settings: Settings) -> int:
-    from control_plane.api.app import explanation_of
+    from control_plane.api.answer import explanation_of
 
     service = _service(args, settings)
     request = _request(args)
@@ -161,7 +161,7 @@ def cmd_compile(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
-    from control_plane.api.app import search_response
+    from control_plane.api.answer import search_response
 
     service = _service(args, settings)
     request = _request(args)

@@ -12,6 +12,7 @@ from fastapi import Depends, FastAPI, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from control_plane.api import document, errors, readiness
+from control_plane.api.answer import explanation_of, search_answer
 from control_plane.api.auth import require_internals, require_preview, search_guard
 from control_plane.api.fast_lane import LanedApp, Refused
 from control_plane.api.limits import BodyLimit, RequestDeadline
@@ -22,56 +23,8 @@ from control_plane.api.serving import size_thread_pool
 from control_plane.engine.aio import AsyncEngine
 from control_plane.lifecycle.keys import KeyStore
 from control_plane.lifecycle.workflow import Workflow
-from control_plane.service import Outcome, SearchRequest, SearchService
+from control_plane.service import SearchService
 from control_plane.times import Clock
-
-
-def explanation_of(outcome_or_compiled: Any, tier: str | None, dsl: Any) -> dict[str, Any]:
-    compiled = getattr(outcome_or_compiled, "compiled", outcome_or_compiled)
-    explanation: dict[str, Any] = dict(compiled.explanation_data())  # dumped once per cached plan
-    explanation["tier"] = tier
-    explanation["dsl"] = dsl
-    explanation["personalization"] = [list(p) for p in compiled.personalization]
-    return explanation
-
-
-def search_response(
-    rid: str, request: SearchRequest, outcome: Outcome, profile: Any
-) -> SearchResponse:
-    """The answer to ``request``, validated as one :class:`SearchResponse` (one call into
-    pydantic-core for the whole answer and its hits, not one per hit: the same model and
-    values as building each ``HitOut`` first)."""
-    execution = outcome.execution
-    title, brand, price, display = profile.title, profile.brand, profile.price, profile.display
-    hits = [
-        {
-            "id": hit.id,
-            "title": hit.source.get(title),
-            "brand": hit.source.get(brand),
-            "price": hit.source.get(price),
-            "score": hit.score,
-            "sponsored": bool(hit.sponsored_by),
-            "policies": list(hit.policies),
-            "display": {name: hit.source[name] for name in display if name in hit.source},
-        }
-        for hit in execution.hits
-    ]
-    return SearchResponse.model_validate(
-        {
-            "request_id": rid,
-            "policy_set_version": outcome.compiled.policy_set_version,
-            "now": outcome.now,
-            "status": execution.status,
-            "tier": execution.tier,
-            "total": execution.total,
-            "hits": hits,
-            "facets": dict(execution.facets),
-            "reason": execution.reason,
-            "explanation": explanation_of(outcome, execution.tier, execution.dsl)
-            if request.explain
-            else None,
-        }
-    )
 
 
 def served_catalog(service: SearchService, body: Any) -> None:
@@ -152,10 +105,10 @@ def create_app(service: SearchService, *, clock: Clock) -> FastAPI:
             await require_internals(request, "explain")
         # service.search at body.now or the clock, with its decision record
         outcome = await recorded_search(request, body, body.now)
-        answer = search_response(errors.request_id(request), body, outcome, service.profile)
-        # serialised by pydantic in one pass (FastAPI would validate the model again, dump it
-        # to Python data and encode that with the json module); the schema stays SearchResponse
-        return Response(answer.model_dump_json(), media_type="application/json")
+        # the bytes search_response(...).model_dump_json() gives, written without pydantic
+        # (ADR 0041); the schema stays SearchResponse
+        answer = search_answer(errors.request_id(request), body, outcome, service.profile)
+        return Response(answer, media_type="application/json")
 
     # a well-formed request goes straight to the handler, any other through FastAPI's (ADR 0033)
     app.router.add_api_route(

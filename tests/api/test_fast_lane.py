@@ -147,7 +147,7 @@ def handler_fails(clients: list[TestClient], monkeypatch: pytest.MonkeyPatch) ->
         raise RuntimeError("the answer could not be built")
 
     with monkeypatch.context() as patch:
-        patch.setattr(app_module, "search_response", broken)
+        patch.setattr(app_module, "search_answer", broken)
         yield
 
 

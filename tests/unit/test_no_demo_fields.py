@@ -34,7 +34,7 @@ OWN_WORDS = {
     ("control_plane/lifecycle/lint_facts.py", "price"): "the price rule kind, in a finding location",
     ("control_plane/composer_price.py", "price"): "the plan's price decision",
     ("control_plane/executor.py", "price"): "the price facet's name",
-    ("control_plane/api/app.py", "price"): "the answer's price field (HitOut), from the profile's price role",
+    ("control_plane/api/answer.py", "price"): "the answer's price field (HitOut): the profile's price role",
     ("control_plane/renderer.py", "price"): "the price constraint's and facet's names",
     ("control_plane/renderer.py", "margin"): "the economics signal's name (field from the profile)",
     ("control_plane/renderer.py", "popularity"): "the economics signal's name (field from the profile)",

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from control_plane.api.app import search_response
+from control_plane.api.answer import search_response
 from control_plane.api.models import HitOut, SearchResponse
 from control_plane.service import SearchRequest
 
