@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import bisect
 import contextvars
+import itertools
 import gc
 import json
 import threading
@@ -128,6 +129,13 @@ class LivePolicySet:
     layout: Layout | None = field(default=None, compare=False)
     """how the index stores its triggers (:func:`control_plane.matcher.layout_of`), read
     as the version is loaded; None where it was not read: the matcher asks per request"""
+    load: int = field(default_factory=lambda: next(_LOADS), compare=False)
+    """this load's number in the process (each read of an index is another): what is kept
+    of what the index answered (the percolations, ADR 0043) is kept per load, since an index
+    no alias serves may be rewritten under the same name (another analysis) and served again"""
+
+
+_LOADS = itertools.count()
 
 
 def index_name(prefix: str, version: str) -> str:

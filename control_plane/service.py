@@ -365,7 +365,10 @@ class SearchService:
             first = None  # the first percolation page, when sent with the purchases lookup
             # an intent percolated on this index before (other cohorts or market, an earlier
             # window): its hits again, no round trip (ADR 0043)
-            known = self.percolations.get(live.index, intent, now) if live.layout == "triggers" else None
+            # kept per load of the index: one rewritten under its name and served again is
+            # another load (the key changes whatever index is served between)
+            scope = f"{live.index}#{live.load}"
+            known = self.percolations.get(scope, intent, now) if live.layout == "triggers" else None
             # both needed: one ``_msearch`` (ADR 0032); a legacy index is matched its own way,
             # so its purchases are looked up alone below (ADR 0037), as they are when the
             # percolation is known
@@ -384,7 +387,7 @@ class SearchService:
             if live.layout == "triggers":
                 if known is None:
                     known = matcher.percolated(self.engine, live.index, intent, first=first)
-                    self.percolations.put(live.index, intent, known, None)
+                    self.percolations.put(scope, intent, known, None)
                 matches = matcher.expanded(intent, known, by_id, cohorts=request.cohorts, now=now)
             else:
                 matches = matcher.match(

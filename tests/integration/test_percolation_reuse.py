@@ -8,20 +8,26 @@ percolation it found again, without sending it (ADR 0043), on the real engine:
 - an intent spelt differently (another normalised text) is percolated;
 - a user whose purchases are not cached has them looked up alone (one request) when the
   percolation is known;
-- with ``search.plan_cache_size: 0`` nothing is kept: every miss percolates, as before.
+- with ``search.plan_cache_size: 0`` nothing is kept: every miss percolates, as before;
+- what is kept is of one load of the index: the same index served again (after a legacy
+  one, say) is percolated again.
 """
 
 from __future__ import annotations
 
 import json
 
-from control_plane.bootstrap import Ready
+import pytest
+
+from control_plane import policy_store
+from control_plane.bootstrap import Ready, profile_of
 from control_plane.config import Settings
 from control_plane.engine import Engine
 from control_plane.service import PURCHASES_INDEX, SearchRequest, SearchService
 from tests.clocks import FIXED_NOW
 from tests.e2e.conftest import ready, settings  # noqa: F401
 from tests.integration.test_hot_path import CHRISTMAS, Recording, _seen, _service
+from tests.integration.test_percolation_scale import publish_legacy, small_set
 
 INTENTS = ("chocolate without peanuts", "cheap chocolate", "orange juice", "vegan chocolate")
 VARIANTS = (
@@ -111,3 +117,46 @@ def test_without_a_plan_cache_every_miss_percolates(
             assert _percolations(recording, ready) == 1
     finally:
         cold.close()
+
+
+def test_what_a_miss_kept_is_of_the_index_as_last_loaded(
+    engine: Engine, settings: Settings, index_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An index no alias serves may be rewritten under its name (another analysis) and be
+    served again: what misses kept of its earlier load is not used once it is loaded again,
+    even when the index served in between is a legacy one (which never looks in what is
+    kept, so it never drops it)."""
+    prefix = f"{index_prefix}-old"  # where publish_legacy publishes
+    current, other = small_set(12, pattern_every=5), small_set(13, pattern_every=5)
+    policy_store.publish(engine, prefix, current, "live")
+    tuned = settings.model_copy(
+        update={
+            "policies": settings.policies.model_copy(update={"index_prefix": prefix}),
+            "search": settings.search.model_copy(update={"alias_watch_interval_s": 3600.0}),
+        }
+    )
+    recording = Recording(engine)
+    service = SearchService(tuned, recording, profile_of(tuned))
+
+    def percolations(cohorts: tuple[str, ...] = ()) -> int:
+        recording.sent.clear()
+        service.compile(SearchRequest(intent="dark chocolate", cohorts=cohorts), FIXED_NOW)
+        index = service.snapshot()[0].index
+        return sum(path == f"/{index}/_search" for _, path, _ in recording.sent)
+
+    try:
+        assert percolations() == 1
+        assert percolations(("vegan",)) == 0  # a plan miss: the percolation kept
+        first = service.snapshot()[0]
+        publish_legacy(engine, index_prefix, other, monkeypatch, phrases=False)
+        service.alias_moved("live")
+        assert service.snapshot()[0].layout == "legacy"
+        service.compile(SearchRequest(intent="dark chocolate"), FIXED_NOW)  # matched its own way
+        policy_store.publish(engine, prefix, current, "live")  # the first index, served again
+        service.alias_moved("live")
+        again = service.snapshot()[0]
+        assert again.index == first.index and again.load != first.load
+        assert percolations() == 1  # percolated again, not the earlier load's hits
+        assert percolations(("vegan",)) == 0
+    finally:
+        service.close()
