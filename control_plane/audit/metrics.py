@@ -87,7 +87,9 @@ class DecisionTallies(Collector):
         self._lock = threading.Lock()
         self.requests = _Counted("govsearch_requests", "requests recorded, by status", "status")
         self.latency: dict[str, _Latency] = {}
-        self.policies_fired = _Counted("govsearch_policies_fired", "applied policies, by policy id", "policy_id")
+        self.policies_fired = _Counted(
+            "govsearch_policies_fired", "applied policies, by policy id", "policy_id"
+        )
         self.tier_served = _Counted("govsearch_tier_served", "tier served", "tier")
         self.zero_results = _Counted("govsearch_zero_results", "requests with no result", None)
         self.abstentions = _Counted("govsearch_abstentions", "requests abstained", None)
