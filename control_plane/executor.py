@@ -280,17 +280,13 @@ def _served(
 
 
 def _hit(raw: Mapping[str, Any]) -> Hit:
-    names = raw.get("matched_queries") or []
-    if isinstance(names, dict):  # Elasticsearch 8.8+ may return {name: score}
-        names = list(names)
-    policies, sponsored_by = _policies_of(tuple(names))
-    return Hit(
-        id=str(raw["_id"]),
-        score=raw.get("_score"),
-        source=raw.get("_source") or {},
-        policies=policies,
-        sponsored_by=sponsored_by,
-    )
+    names = raw.get("matched_queries")
+    if names:  # Elasticsearch 8.8+ may return {name: score}: its names are its keys
+        policies, sponsored_by = _policies_of(tuple(names))
+    else:
+        policies = sponsored_by = ()
+    # positionally: id, score, source, policies, sponsored_by
+    return Hit(str(raw["_id"]), raw.get("_score"), raw.get("_source") or {}, policies, sponsored_by)
 
 
 @lru_cache(maxsize=4096)
