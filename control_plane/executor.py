@@ -166,8 +166,9 @@ def tiers_for(plan: Plan) -> tuple[Tier, ...]:
     return TIERS
 
 
+@lru_cache(maxsize=256)  # a handful of distinct arguments; called on every search
 def tier_batches(
-    tiers: Sequence[Tier], batching: Batching, stop_tier: str | None = None
+    tiers: tuple[Tier, ...], batching: Batching, stop_tier: str | None = None
 ) -> tuple[tuple[Tier, ...], ...]:
     """The tiers in the batches they are sent in. ``stop_tier``: where the fallback stopped
     the last time this plan ran (the plan cache remembers it); every tier up to it goes in

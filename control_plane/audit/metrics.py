@@ -29,7 +29,7 @@ from control_plane.times import Clock
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
-_BOUNDS = (*(floatToGoString(bound) for bound in BUCKETS), "+Inf")
+_BOUNDS: tuple[str, ...] = (*(floatToGoString(bound) for bound in BUCKETS), "+Inf")  # type: ignore[no-untyped-call]
 _CREATED = os.environ.get("PROMETHEUS_DISABLE_CREATED_SERIES", "False").lower() not in ("true", "1", "t")
 """``*_created`` samples, as ``prometheus_client`` decides (read once, at import, as it does)"""
 

@@ -110,7 +110,8 @@ class _Connection(asyncio.Protocol):
         self._body = []
         self._received = False
         loop = asyncio.get_running_loop()
-        self._answer = answer = loop.create_future()
+        answer: asyncio.Future[tuple[int, bytes, bool]] = loop.create_future()
+        self._answer = answer
         timer = loop.call_at(when, _expire, answer)
         try:
             self._transport.write(request)
