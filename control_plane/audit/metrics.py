@@ -7,8 +7,9 @@ under one lock (:class:`DecisionTallies`), one acquisition per record, and turne
 Prometheus families when scraped, the same families, samples and values
 ``prometheus_client``'s ``Counter`` and ``Histogram`` expose (which take a lock per child and
 per call: about fifteen per record). A scrape sees every record observed before it (ADR
-0044). The other metrics (events, sink failures, the queue, backlog refusals) are rare and
-stay ``prometheus_client`` objects.
+0044). A series' ``*_created`` is the ``time`` of the record that created it (no clock is
+read here). The metrics that change rarely (zero results, abstentions, events, sink
+failures, the queue, backlog refusals) stay ``prometheus_client`` objects.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from control_plane.times import Clock
+from control_plane.times import parse_time
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -67,6 +68,14 @@ class _Counted:
         return metric
 
 
+def _created(record: dict[str, Any]) -> float:
+    """A new series' ``*_created``: the time of the record that created it (0 without one)."""
+    try:
+        return parse_time(record["time"]).timestamp()
+    except (KeyError, TypeError, ValueError):
+        return 0.0
+
+
 class _Latency:
     """One stage's histogram: observations per bucket (not cumulative), their sum, created."""
 
@@ -82,8 +91,7 @@ class DecisionTallies(Collector):
     """What :meth:`Metrics.observe_decision` counts, as plain numbers under one lock, exposed
     as the families ``prometheus_client`` would (names, help, samples, values, order)."""
 
-    def __init__(self, clock: Clock | None) -> None:
-        self._clock = clock
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self.requests = _Counted("govsearch_requests", "requests recorded, by status", "status")
         self.latency: dict[str, _Latency] = {}
@@ -91,24 +99,16 @@ class DecisionTallies(Collector):
             "govsearch_policies_fired", "applied policies, by policy id", "policy_id"
         )
         self.tier_served = _Counted("govsearch_tier_served", "tier served", "tier")
-        self.zero_results = _Counted("govsearch_zero_results", "requests with no result", None)
-        self.abstentions = _Counted("govsearch_abstentions", "requests abstained", None)
+        # unlabelled, exposed from the start, incremented only by the rare records they count
+        self.zero_results = Counter("govsearch_zero_results", "requests with no result", registry=None)
+        self.abstentions = Counter("govsearch_abstentions", "requests abstained", registry=None)
         self.errors = _Counted("govsearch_errors", "failed requests, by error code", "code")
-        started = self._now()
-        for single in (self.zero_results, self.abstentions):  # unlabelled: exposed from the start
-            single.counts[""] = 0
-            single.created[""] = started
 
-    def _now(self) -> float:
-        """A series' creation instant (``*_created``): the recorder's clock, read once per
-        new series; 0 without one."""
-        return self._clock().timestamp() if self._clock is not None else 0.0
-
-    def _count(self, counted: _Counted, value: str) -> None:
+    def _count(self, counted: _Counted, value: str, record: dict[str, Any]) -> None:
         counts = counted.counts
         count = counts.get(value)
         if count is None:
-            counted.created[value] = self._now()
+            counted.created[value] = _created(record)
             counts[value] = 1
         else:
             counts[value] = count + 1
@@ -121,33 +121,32 @@ class DecisionTallies(Collector):
         error = record.get("error")
         count = self._count
         with self._lock:
-            count(self.requests, status)
+            count(self.requests, status, record)
             histograms = self.latency
             for stage, ms in latency.items():
                 seconds = ms / 1000
                 histogram = histograms.get(stage)
                 if histogram is None:
-                    histogram = histograms[stage] = _Latency(self._now())
+                    histogram = histograms[stage] = _Latency(_created(record))
                 histogram.buckets[bisect_left(BUCKETS, seconds)] += 1  # the first bound >= it
                 histogram.sum += seconds
             for policy_id in applied:
-                count(self.policies_fired, policy_id)
+                count(self.policies_fired, policy_id, record)
             if tier:
-                count(self.tier_served, tier)
-            if status == "no_results":
-                self.zero_results.counts[""] += 1
-            elif status == "abstained":
-                self.abstentions.counts[""] += 1
+                count(self.tier_served, tier, record)
             if error:
-                count(self.errors, error["code"])
+                count(self.errors, error["code"], record)
+        if status == "no_results":
+            self.zero_results.inc()
+        elif status == "abstained":
+            self.abstentions.inc()
 
-    def collect(self) -> Iterator[Metric]:
+    def collect(self) -> list[Metric]:
         with self._lock:  # a consistent copy: observation goes on meanwhile
-            yield self.requests.family()
-            yield self._latency_family()
-            for counted in (self.policies_fired, self.tier_served, self.zero_results,
-                            self.abstentions, self.errors):
-                yield counted.family()
+            counted = [self.requests.family(), self._latency_family(), self.policies_fired.family(),
+                       self.tier_served.family()]
+            errors = self.errors.family()
+        return [*counted, *self.zero_results.collect(), *self.abstentions.collect(), errors]
 
     def _latency_family(self) -> Metric:
         name = "govsearch_stage_latency_seconds"
@@ -165,11 +164,10 @@ class DecisionTallies(Collector):
 
 
 class Metrics:
-    def __init__(self, clock: Clock | None = None) -> None:
-        """``clock``: when a series was created (its ``*_created`` sample; the recorder's)."""
+    def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.decisions = DecisionTallies(clock)
+        self.decisions = DecisionTallies()
         r.register(self.decisions)
         self.events = Counter("govsearch_events", "outcome events, by type", ["type"], registry=r)
         self.sink_failures = Counter(

@@ -186,7 +186,7 @@ class Recorder:
         sync follows) or ``queued`` (it does not wait)."""
         self.writer = instance_id or default_writer_id()
         self.store_raw_intent = store_raw_intent
-        self.metrics = Metrics(clock)
+        self.metrics = Metrics()
         self.telemetry = telemetry or Telemetry.off()
         self.clock = clock
         """when a record is written (its ``time``); the instant policies were evaluated at

@@ -1,8 +1,8 @@
 """The decision metrics kept as plain tallies (``audit.metrics.DecisionTallies``, ADR 0044)
 expose what ``prometheus_client``'s ``Counter`` and ``Histogram`` exposed for the same records:
-the same families, samples, labels, values and order (bucket edges included), ``*_created``
-at the instant the recorder's clock gave when the series first appeared; and a scrape sees
-every record observed before it, from any number of threads."""
+the same families, samples, labels, values and order (bucket edges included), a series'
+``*_created`` the time of the record that created it (no clock read); and a scrape sees every
+record observed before it, from any number of threads."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
 from control_plane.audit.metrics import BUCKETS, Metrics
-from tests.clocks import FIXED_CLOCK, FIXED_NOW
+from control_plane.times import iso
+from tests.clocks import FIXED_NOW
 
 
 class Reference:
@@ -78,7 +79,7 @@ def split_created(lines: list[str]) -> tuple[list[str], list[str], list[str]]:
 LATENCIES = st.sampled_from([0.0, 0.3, 1.0, 1.0000001, 2.5, 4.99, 5.0, 10.0, 24.9, 25.0, 99.0, 250.0,
                              1000.0, 2500.0, 5000.0, 5000.5, 123456.0])
 RECORDS = st.fixed_dictionaries(
-    {"status": st.sampled_from(["ok", "no_results", "abstained", "error"])},
+    {"status": st.sampled_from(["ok", "no_results", "abstained", "error"]), "time": st.just(iso(FIXED_NOW))},
     optional={
         "latency_ms": st.dictionaries(st.sampled_from(["total", "compile", "tier.strict", "percolate"]),
                                       LATENCIES, max_size=4),
@@ -94,7 +95,7 @@ RECORDS = st.fixed_dictionaries(
 @given(st.lists(RECORDS, max_size=25))
 def test_tallies_expose_what_prometheus_client_exposed(records: list[dict[str, Any]]) -> None:
     reference = Reference()
-    metrics = Metrics(FIXED_CLOCK)
+    metrics = Metrics()
     for record in records:
         reference.observe(record)
         metrics.observe_decision(record)
@@ -104,37 +105,39 @@ def test_tallies_expose_what_prometheus_client_exposed(records: list[dict[str, A
     got_rest, got_series, got_values = split_created(got)
     assert got_rest == expected_rest
     assert got_series == expected_series
-    assert all(float(value) == FIXED_NOW.timestamp() for value in got_values)
+    for series, value in zip(got_series, got_values, strict=True):
+        if series not in ("govsearch_zero_results_created", "govsearch_abstentions_created"):
+            assert float(value) == FIXED_NOW.timestamp()  # those two: prometheus_client's own
 
 
-def test_created_is_when_the_series_first_appeared_by_the_recorders_clock() -> None:
-    ticks = iter(range(100, 200))
-    now = FIXED_NOW
+def test_created_is_the_time_of_the_record_that_created_the_series() -> None:
+    def at(second: int) -> str:
+        return iso(FIXED_NOW.replace(second=second))
 
-    def clock() -> Any:
-        return now.replace(second=next(ticks) % 60)
-
-    metrics = Metrics(clock)  # reads: zero_results/abstentions (100)
-    metrics.observe_decision({"status": "ok"})  # requests{ok} (101)
-    metrics.observe_decision({"status": "ok"})  # no new series: no read
-    # requests{error} (102), errors{x} (103)
-    metrics.observe_decision({"status": "error", "error": {"code": "x"}})
+    metrics = Metrics()
+    metrics.observe_decision({"status": "ok", "time": at(1), "latency_ms": {"total": 2.0}})
+    metrics.observe_decision({"status": "ok", "time": at(2), "latency_ms": {"total": 2.0}})  # no new series
+    metrics.observe_decision({"status": "error", "time": at(3), "error": {"code": "x"}})
+    metrics.observe_decision({"status": "error", "error": {"code": "y"}})  # a record without a time
     created = {
         found.group(1) + (found.group(2) or ""): float(found.group(3))
         for found in map(CREATED.match, metrics.render().decode().splitlines())
         if found is not None
     }
-    assert created['govsearch_requests_created{status="ok"}'] == now.replace(second=41).timestamp()
-    assert created['govsearch_requests_created{status="error"}'] == now.replace(second=42).timestamp()
-    assert created['govsearch_errors_created{code="x"}'] == now.replace(second=43).timestamp()
-    assert created["govsearch_zero_results_created"] == now.replace(second=40).timestamp()
-    assert created["govsearch_abstentions_created"] == now.replace(second=40).timestamp()
+    assert created['govsearch_requests_created{status="ok"}'] == FIXED_NOW.replace(second=1).timestamp()
+    assert created['govsearch_stage_latency_seconds_created{stage="total"}'] == (
+        FIXED_NOW.replace(second=1).timestamp()
+    )
+    assert created['govsearch_requests_created{status="error"}'] == FIXED_NOW.replace(second=3).timestamp()
+    assert created['govsearch_errors_created{code="x"}'] == FIXED_NOW.replace(second=3).timestamp()
+    assert created['govsearch_errors_created{code="y"}'] == 0.0
 
 
 def test_a_scrape_sees_every_record_observed_from_any_thread() -> None:
-    metrics = Metrics(FIXED_CLOCK)
+    metrics = Metrics()
     per_thread, threads = 2000, 8
-    record = {"status": "ok", "latency_ms": {"total": 1.5}, "applied_policies": ["p-1"], "tier": "strict"}
+    record = {"status": "ok", "time": iso(FIXED_NOW), "latency_ms": {"total": 1.5},
+              "applied_policies": ["p-1"], "tier": "strict"}
 
     def observe() -> None:
         for _ in range(per_thread):
