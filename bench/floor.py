@@ -79,7 +79,8 @@ class _Front(asyncio.Protocol):
     async def _answer(self, raw: bytes) -> None:
         try:
             request = self.bodies[json.loads(raw)["intent"]]
-            status, payload = await self.engine._exchange(request)
+            when = asyncio.get_running_loop().time() + self.engine.timeout_s
+            status, payload = await self.engine._exchange(request, when)
         except Exception as error:  # an instrument: say what failed, keep serving
             self._send(500, b"Internal Server Error", json.dumps({"error": repr(error)}).encode())
             return

@@ -166,8 +166,9 @@ def tiers_for(plan: Plan) -> tuple[Tier, ...]:
     return TIERS
 
 
+@lru_cache(maxsize=256)  # a handful of distinct arguments; called on every search
 def tier_batches(
-    tiers: Sequence[Tier], batching: Batching, stop_tier: str | None = None
+    tiers: tuple[Tier, ...], batching: Batching, stop_tier: str | None = None
 ) -> tuple[tuple[Tier, ...], ...]:
     """The tiers in the batches they are sent in. ``stop_tier``: where the fallback stopped
     the last time this plan ran (the plan cache remembers it); every tier up to it goes in
@@ -280,17 +281,13 @@ def _served(
 
 
 def _hit(raw: Mapping[str, Any]) -> Hit:
-    names = raw.get("matched_queries") or []
-    if isinstance(names, dict):  # Elasticsearch 8.8+ may return {name: score}
-        names = list(names)
-    policies, sponsored_by = _policies_of(tuple(names))
-    return Hit(
-        id=str(raw["_id"]),
-        score=raw.get("_score"),
-        source=raw.get("_source") or {},
-        policies=policies,
-        sponsored_by=sponsored_by,
-    )
+    names = raw.get("matched_queries")
+    if names:  # Elasticsearch 8.8+ may return {name: score}: its names are its keys
+        policies, sponsored_by = _policies_of(tuple(names))
+    else:
+        policies = sponsored_by = ()
+    # positionally: id, score, source, policies, sponsored_by
+    return Hit(str(raw["_id"]), raw.get("_score"), raw.get("_source") or {}, policies, sponsored_by)
 
 
 @lru_cache(maxsize=4096)

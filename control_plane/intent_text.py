@@ -69,8 +69,11 @@ class NormalisedIntent:
     """the words that mixed scripts, as received (after NFKC), in order of appearance"""
 
 
+@lru_cache(maxsize=4096)
 def normalise_intent(raw: str) -> NormalisedIntent:
-    """``raw`` normalised (see the module's docstring for the steps)."""
+    """``raw`` normalised (see the module's docstring for the steps). Remembered for the
+    last 4096 texts: a request's intent is normalised when it is validated and again when it
+    is compiled, and a cached plan's intents repeat (the result is immutable)."""
     if raw.isascii() and raw.isprintable():  # what the steps do to printable ASCII: this
         text = " ".join(raw.split())  # (NFKC leaves ASCII as it is; nothing is invisible)
         return NormalisedIntent(text=text, changed=text != raw, removed=0, mixed_script=())

@@ -38,14 +38,6 @@ DIGESTS_PER_PLAN = 64
 _digest_lock = threading.Lock()
 
 
-def skeleton() -> dict[str, Any]:
-    """A decision record with every field at its default (fresh lists and dicts)."""
-    record = dict(_DEFAULTS)
-    for key in _MUTABLE:
-        record[key] = type(_DEFAULTS[key])()
-    return record
-
-
 def plan_fields(compiled: Compiled, raw: bool) -> dict[str, Any]:
     """What the cached plan says of a served search, once per plan and ``raw`` (read only:
     a record copies it). The intent's normalisation is the request's own and not in here."""
@@ -64,6 +56,21 @@ def plan_fields(compiled: Compiled, raw: bool) -> dict[str, Any]:
     if intent != compiled.intent or version != compiled.policy_set_version:  # never shared like that,
         return compute()[2]  # but a record must say what this request compiled, not a neighbour
     return fields
+
+
+def _base(compiled: Compiled, raw: bool) -> dict[str, Any]:
+    """Every field at its default, then :func:`plan_fields`: the record a hit on this plan
+    starts from, once per plan and ``raw`` (read only: a record copies it, its lists and
+    empty dicts replaced by its own)."""
+    fields = plan_fields(compiled, raw)
+
+    def compute() -> tuple[dict[str, Any], dict[str, Any]]:
+        return fields, {**_DEFAULTS, **fields}
+
+    known, base = compiled.renderings.memo(f"record_base.{raw}", compute)
+    if known is not fields:  # plan_fields recomputed them (never for a shared plan): start anew
+        return {**_DEFAULTS, **fields}
+    return base
 
 
 def dsl_digest(compiled: Compiled, dsl: Mapping[str, Any]) -> str:
@@ -109,13 +116,15 @@ def decision_data(
     """The record of a served search (``status`` overrides the execution's)."""
     compiled = outcome.compiled
     execution = outcome.execution
-    record = skeleton()
-    record.update(plan_fields(compiled, raw))
-    for key in _MUTABLE:  # the plan's lists are shared by its hits: each record gets its own
-        value = record[key]
-        if value is not _DEFAULTS[key] and isinstance(value, list):
+    record = dict(_base(compiled, raw))
+    for key in _MUTABLE:  # the plan's lists are shared by its hits: each record gets its own,
+        value = record[key]  # and a fresh list or dict where it has the default
+        if isinstance(value, list):
             record[key] = list(value)
-    record.update(normalisation_fields(compiled, raw))
+        elif isinstance(value, dict) and not value:
+            record[key] = {}
+    if compiled.normalisation is not None:
+        record.update(normalisation_fields(compiled, raw))
     record.update(
         request_id=request_id,
         time=time,

@@ -498,7 +498,8 @@ class Recorder:
     def _instants(self, time: datetime | None, now: datetime | None) -> dict[str, str]:
         """A record's ``time`` (given, else the clock's) and ``now`` (given, else ``time``)."""
         time = time or self.clock()
-        return {"time": iso(time), "now": iso(now or time)}
+        written = iso(time)
+        return {"time": written, "now": written if now is None or now is time else iso(now)}
 
     def _write(self, data: dict[str, Any], stages: Any) -> None:
         self.decisions.append(data)

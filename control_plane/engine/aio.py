@@ -41,6 +41,9 @@ from control_plane.engine.base import (
     note_request,
 )
 
+FRAMED_KEPT = 256
+"""framed ``_msearch`` requests a client keeps: a plan cache's worth of bodies per tier"""
+
 
 class _Dropped(ConnectionError):
     """The connection ended before the answer did; ``answered``: some of it had come."""
@@ -48,6 +51,12 @@ class _Dropped(ConnectionError):
     def __init__(self, message: str, *, answered: bool) -> None:
         super().__init__(message)
         self.answered = answered
+
+
+def _expire(answer: asyncio.Future[Any]) -> None:
+    """An answer's time is up (a timer's callback)."""
+    if not answer.done():
+        answer.set_exception(TimeoutError())
 
 
 class _Connection(asyncio.Protocol):
@@ -92,15 +101,23 @@ class _Connection(asyncio.Protocol):
         if answer is not None and not answer.done():
             answer.set_exception(error)
 
-    async def exchange(self, request: bytes) -> tuple[int, bytes, bool]:
-        """Send ``request``; (status, body, whether the connection may be kept)."""
+    async def exchange(self, request: bytes, when: float) -> tuple[int, bytes, bool]:
+        """Send ``request``; (status, body, whether the connection may be kept).
+        ``TimeoutError`` if the answer has not come by the loop's time ``when`` (the
+        connection is then spent: the caller closes it)."""
         if self.closed or self._transport is None:
             raise _Dropped("connection closed while idle", answered=False)
         self._body = []
         self._received = False
-        self._answer = asyncio.get_running_loop().create_future()
-        self._transport.write(request)
-        return await self._answer
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[tuple[int, bytes, bool]] = loop.create_future()
+        self._answer = answer
+        timer = loop.call_at(when, _expire, answer)
+        try:
+            self._transport.write(request)
+            return await answer
+        finally:
+            timer.cancel()
 
     def close(self) -> None:
         self.closed = True
@@ -129,6 +146,8 @@ class AsyncEngine:
             headers.append("Authorization: Basic " + base64.b64encode(secret).decode("ascii"))
         self._headers = ("\r\n".join(headers) + "\r\n").encode("latin-1")
         self._connections = connections
+        self._framed: dict[tuple[tuple[str, Any], ...], bytes] = {}
+        """``_msearch`` requests by their searches, framed (the oldest dropped first)"""
         self._idle: list[_Connection] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._slots: asyncio.Semaphore | None = None
@@ -137,9 +156,20 @@ class AsyncEngine:
 
     async def msearch(self, searches: Sequence[tuple[str, Any]]) -> list[dict[str, Any]]:
         """As :meth:`Engine.msearch`: each answer, or raise on the first item that failed or
-        lacks a shard."""
-        body = msearch_lines(searches).encode("utf-8")
-        result = await self.request("POST", "/_msearch", body, "application/x-ndjson")
+        lacks a shard. The request of searches given as text (a cached plan's bodies) is
+        framed once and kept (:data:`FRAMED_KEPT` of them): a repeated search sends the same
+        bytes without building them again."""
+        key = tuple(searches)
+        kept = all(type(body) is str for _, body in key)
+        framed = self._framed.get(key) if kept else None
+        if framed is None:
+            framed = self.framed("POST", "/_msearch", msearch_lines(searches).encode("utf-8"),
+                                 "application/x-ndjson")
+            if kept:
+                if len(self._framed) >= FRAMED_KEPT:
+                    del self._framed[next(iter(self._framed))]  # the oldest
+                self._framed[key] = framed
+        result = await self._send("POST", "/_msearch", framed)
         return msearch_responses(searches, result)
 
     async def request(
@@ -149,14 +179,29 @@ class AsyncEngine:
         adapters do). Answers are read by their length or chunks: no ``HEAD``."""
         if method not in ("GET", "POST"):
             raise ValueError(f"AsyncEngine sends GET and POST only, not {method}")
+        return await self._send(method, path, self.framed(method, path, body, content_type))
+
+    async def _send(self, method: str, path: str, framed: bytes) -> Any:
+        """:meth:`request` with the request framed already."""
         note_request()
         timeout = deadline.call_timeout(self.timeout_s)
         # the request's deadline, not the engine timeout, bounds this call
         cut = deadline.current() is not None and timeout < self.timeout_s
+        slots = self._loop_slots()
+        # one instant bounds the call: a timer on the answer, not a timeout scope around the
+        # call (which costs the loop more than the exchange's own Python, ADR 0044); waiting
+        # for a slot or a new connection, when there is such a wait, is bounded by it too
+        when = asyncio.get_running_loop().time() + timeout
         try:
-            async with asyncio.timeout(timeout):
-                async with self._loop_slots():
-                    status, payload = await self._exchange(self.framed(method, path, body, content_type))
+            if slots.locked():
+                async with asyncio.timeout_at(when):
+                    await slots.acquire()
+            else:
+                await slots.acquire()  # free: taken without a wait
+            try:
+                status, payload = await self._exchange(framed, when)
+            finally:
+                slots.release()
         except TimeoutError as error:
             if cut or deadline.expired():  # uvloop's timers may fire a little early
                 raise deadline.DeadlineExceeded(
@@ -189,20 +234,21 @@ class AsyncEngine:
         )
         return head + body
 
-    async def _exchange(self, request: bytes) -> tuple[int, bytes]:
+    async def _exchange(self, request: bytes, when: float) -> tuple[int, bytes]:
         """On an idle connection (or a new one); once more on a new one if a kept-alive
-        connection turns out closed before any of the answer came."""
+        connection turns out closed before any of the answer came. ``TimeoutError`` at the
+        loop's time ``when``."""
         reused = self._take()
-        connection = reused or await self._open()
+        connection = reused or await self._open(when)
         try:
-            status, payload, keep = await connection.exchange(request)
+            status, payload, keep = await connection.exchange(request, when)
         except _Dropped as dropped:
             connection.close()
             if reused is None or dropped.answered:
                 raise
-            connection = await self._open()
+            connection = await self._open(when)
             try:
-                status, payload, keep = await connection.exchange(request)
+                status, payload, keep = await connection.exchange(request, when)
             except BaseException:
                 connection.close()
                 raise
@@ -230,11 +276,12 @@ class AsyncEngine:
                 return connection
         return None
 
-    async def _open(self) -> _Connection:
+    async def _open(self, when: float) -> _Connection:
         loop = asyncio.get_running_loop()
-        _, connection = await loop.create_connection(
-            _Connection, self._host, self._port, ssl=self._ssl
-        )
+        async with asyncio.timeout_at(when):
+            _, connection = await loop.create_connection(
+                _Connection, self._host, self._port, ssl=self._ssl
+            )
         return connection
 
     def close(self) -> None:

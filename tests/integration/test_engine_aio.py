@@ -141,6 +141,43 @@ def test_a_peer_that_never_answers_times_out_and_the_deadline_cuts_it_shorter(lo
     _serve(silent, loop)(scenario)
 
 
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_a_kept_connection_that_stops_answering_times_out_and_is_not_kept(loop: str) -> None:
+    """The answer's timer (ADR 0044) bounds a request on a kept-alive connection as the
+    timeout scope did: the peer answers each connection's first request, then reads the
+    next and says nothing. The timed-out connection is closed, never handed to the next
+    request (which opens a new one); the request's deadline cuts the wait shorter."""
+    connections = iter(range(1000))
+    opened: list[int] = []
+
+    async def first_only(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        opened.append(next(connections))
+        try:
+            await _read_request(reader)
+            writer.write(_answer(b'{"ok": true}'))
+            await writer.drain()
+            await _read_request(reader)
+            await asyncio.sleep(30)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return
+        finally:
+            writer.close()
+
+    async def scenario(url: str) -> None:
+        client = AsyncEngine(url, 0.3)
+        assert await client.request("GET", "/") == {"ok": True}  # connection 0, kept
+        with pytest.raises(EngineTimeout) as timed_out:  # (the peer would close in 30 s: unavailable)
+            await client.request("GET", "/")  # on connection 0: no answer
+        assert not isinstance(timed_out.value, deadline.DeadlineExceeded)
+        assert await client.request("GET", "/") == {"ok": True}  # connection 1: 0 was not kept
+        with deadline.bounded(0.2), pytest.raises(deadline.DeadlineExceeded):
+            await client.request("GET", "/")  # on connection 1: no answer, the deadline first
+        client.close()
+
+    _serve(first_only, loop)(scenario)
+    assert opened == [0, 1]
+
+
 def test_a_kept_connection_found_closed_is_replaced_once_and_a_cut_answer_is_not_sent_again() -> None:
     """The peer keeps each connection open after its first answer, then, on the next request
     it reads there, closes without answering (``/again``: nothing of the answer came: sent
