@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import bisect
 import contextvars
-import itertools
 import gc
+import itertools
 import json
 import threading
 import time
@@ -115,6 +115,10 @@ def index_analysis(engine: Engine, index: str) -> str | None:
     return found if isinstance(found, str) else None
 
 
+_LOADS = itertools.count()
+"""the process's loads of policies indices, numbered (``LivePolicySet.load``)"""
+
+
 @dataclass(frozen=True)
 class LivePolicySet:
     """A policy set as served: the concrete index holding it, and the set itself."""
@@ -134,8 +138,6 @@ class LivePolicySet:
     of what the index answered (the percolations, ADR 0043) is kept per load, since an index
     no alias serves may be rewritten under the same name (another analysis) and served again"""
 
-
-_LOADS = itertools.count()
 
 
 def index_name(prefix: str, version: str) -> str:

@@ -120,7 +120,7 @@ def test_without_a_plan_cache_every_miss_percolates(
 
 
 def test_what_a_miss_kept_is_of_the_index_as_last_loaded(
-    engine: Engine, settings: Settings, index_prefix: str, monkeypatch: pytest.MonkeyPatch
+    engine: Engine, settings: Settings, index_prefix: str, monkeypatch: pytest.MonkeyPatch  # noqa: F811
 ) -> None:
     """An index no alias serves may be rewritten under its name (another analysis) and be
     served again: what misses kept of its earlier load is not used once it is loaded again,
