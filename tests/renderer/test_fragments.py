@@ -151,3 +151,22 @@ def test_the_facets_are_kept_per_profile(monkeypatch: pytest.MonkeyPatch) -> Non
         for profile in (PROFILE, other):
             body = render(plan, profile, engine="opensearch", tier="strict")
             assert json.dumps(body) == expected[id(profile)]
+
+
+def test_a_full_table_drops_its_oldest_clauses_not_all_of_them() -> None:
+    """Past its bound, the clause table loses one old entry per new one: the clauses of the
+    latest requests stay (a cleared table sent every clause of the next requests through
+    Jinja again), and the table never holds more than its bound."""
+    renderer._FRAGMENTS.clear()
+    bound = 8192
+    for number in range(bound + 50):  # a new intent's text each time: its own clauses
+        render(Plan(residual=f"tea {number}"), PROFILE, engine="opensearch", tier="strict")
+    held = len(renderer._FRAGMENTS)
+    assert bound - 10 <= held <= bound
+    latest = render(Plan(residual=f"tea {bound + 49}"), PROFILE, engine="opensearch", tier="strict")
+    assert len(renderer._FRAGMENTS) == held  # its clauses were still there: nothing added
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(renderer, "_clause", text_clause)
+        patched.setattr(renderer, "_FRAGMENT_CACHE", False)
+        expected = render(Plan(residual=f"tea {bound + 49}"), PROFILE, engine="opensearch", tier="strict")
+    assert json.dumps(latest) == json.dumps(expected)
