@@ -241,6 +241,7 @@ from typing import Any, NamedTuple, cast
 from pydantic import BaseModel
 
 import control_plane.composer_state as composer_state
+from control_plane.bounded import keep
 from control_plane.composer_captures import Binding, VocabularyIndex, bind
 from control_plane.composer_fields import apply, lost_to_holder
 from control_plane.composer_price import StatsLike, finish_price
@@ -339,9 +340,7 @@ def compose(
             rule_captures = index.rule_captures[policy.id]
             binding = _bound(policy, found_captures, vocabularies, context, rule_captures)
             if not found_captures and not any(rule_captures) and not reference:
-                if len(_PLAIN) >= _PLAIN_LIMIT:
-                    _PLAIN.clear()
-                _PLAIN[id(policy)] = (policy, binding)
+                keep(_PLAIN, id(policy), (policy, binding), _PLAIN_LIMIT)
         if binding.mappings:
             captures.extend(binding.mappings)
         if binding.problem is not None:
@@ -462,9 +461,8 @@ def _unchanged(policy: Policy, binding: Binding) -> tuple[Policy, Binding, Appli
             "dropped": binding.dropped,
         },
     )
-    if len(_UNCHANGED) >= _PLAIN_LIMIT:
-        _UNCHANGED.clear()
-    entry = _UNCHANGED[id(policy)] = (policy, binding, step)
+    entry = (policy, binding, step)
+    keep(_UNCHANGED, id(policy), entry, _PLAIN_LIMIT)
     return entry
 
 
@@ -582,9 +580,7 @@ def _head(policy: Policy) -> tuple[Policy, int, int, dict[str, object], dict[str
     head = (policy, -policy.priority, -SPECIFICITY[policy.trigger.kind], matched, actor)
     if composer_state.REFERENCE:  # neither read nor written by the reference path
         return head
-    if len(_HEADS) >= _PLAIN_LIMIT:
-        _HEADS.clear()
-    _HEADS[id(policy)] = head
+    keep(_HEADS, id(policy), head, _PLAIN_LIMIT)
     return head
 
 
@@ -857,9 +853,7 @@ class _Dumped:
                 entry = _KEPT_DUMPS.get(id(value))
                 if entry is None or entry[0] is not value:
                     entry = (value, _dump(cast(BaseModel, value), self))
-                    if len(_KEPT_DUMPS) >= _KEPT_LIMIT:
-                        _KEPT_DUMPS.clear()
-                    _KEPT_DUMPS[id(value)] = entry
+                    keep(_KEPT_DUMPS, id(value), entry, _KEPT_LIMIT)
             else:
                 entry = (value, _dump(cast(BaseModel, value), self))  # a value model (checked above)
             self._seen[id(value)] = entry

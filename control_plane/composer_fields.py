@@ -12,6 +12,7 @@ from operator import is_
 from typing import Any, assert_never
 
 import control_plane.composer_state as composer_state
+from control_plane.bounded import keep
 from control_plane.composer_price import claim_price
 from control_plane.composer_state import (
     Actor,
@@ -113,9 +114,7 @@ def _proposed(body: CategoryRule | FilterRule | ExcludeRule, field: str, policy:
         found = made(Constraint, {"field": field, "values": values, "policies": (policy,), "match": match})
         _PROPOSED.put(body, found, field, policy)
     if not composer_state.REFERENCE:
-        if len(_PROPOSED_BY_BODY) >= _BY_BODY_LIMIT:
-            _PROPOSED_BY_BODY.clear()
-        _PROPOSED_BY_BODY[id(body)] = (body, field, policy, found)
+        keep(_PROPOSED_BY_BODY, id(body), (body, field, policy, found), _BY_BODY_LIMIT)
     return found
 
 
@@ -200,9 +199,8 @@ def _held_resolution(key: str, holder: Actor, actor: Actor, what: str) -> Resolu
                 "reason": reason,
             },
         )
-        if len(_HELD) >= _BY_BODY_LIMIT:
-            _HELD.clear()
-        entry = _HELD[pair] = (winner, loser, resolution)
+        entry = (winner, loser, resolution)
+        keep(_HELD, pair, entry, _BY_BODY_LIMIT)
     return entry[2]
 
 
@@ -247,9 +245,7 @@ def _common(current: Constraint, proposed: Constraint) -> tuple[Value, ...]:
     wanted = {identity(v) for v in proposed.values}
     common = tuple(v for v in current.values if identity(v) in wanted)
     if not composer_state.REFERENCE:
-        if len(_COMMON) >= _BY_BODY_LIMIT:
-            _COMMON.clear()
-        _COMMON[(id(current), id(proposed))] = (current, proposed, common)
+        keep(_COMMON, (id(current), id(proposed)), (current, proposed, common), _BY_BODY_LIMIT)
     return common
 
 
@@ -290,9 +286,8 @@ def _disjoint_resolution(
                 "reason": reason,
             },
         )
-        if len(_DISJOINT) >= _BY_BODY_LIMIT:
-            _DISJOINT.clear()
-        entry = _DISJOINT[pair] = (held, resolution)
+        entry = (held, resolution)
+        keep(_DISJOINT, pair, entry, _BY_BODY_LIMIT)
     return entry[1]
 
 
@@ -401,9 +396,7 @@ def _boost(state: State, actor: Actor, body: BoostRule | BuryRule) -> State:
             _BOOSTS.put(body, found, actor.id)
         boost = found
         if not composer_state.REFERENCE:
-            if len(_BOOSTS_BY_BODY) >= _BY_BODY_LIMIT:
-                _BOOSTS_BY_BODY.clear()
-            _BOOSTS_BY_BODY[id(body)] = (body, actor.id, boost, key)
+            keep(_BOOSTS_BY_BODY, id(body), (body, actor.id, boost, key), _BY_BODY_LIMIT)
     return state.with_plan(boosts=(*state.plan.boosts, boost))
 
 

@@ -17,6 +17,7 @@ from typing import Generic, Literal, TypeVar
 
 from pydantic import BaseModel
 
+from control_plane.bounded import keep
 from control_plane.plan import Constraint, Plan, Resolution
 from control_plane.policy import SPECIFICITY, Governance, Policy, RewriteRule, Value
 
@@ -222,9 +223,7 @@ class Remembered(Generic[_V]):
         return entry[2]
 
     def put(self, owner: object, value: _V, *keys: object, also: tuple[object, ...] = ()) -> _V:
-        if len(self._entries) >= self._limit:
-            self._entries.clear()
-        self._entries[(id(owner), len(also), *map(id, also), *keys)] = (owner, also, value)
+        keep(self._entries, (id(owner), len(also), *map(id, also), *keys), (owner, also, value), self._limit)
         return value
 
 

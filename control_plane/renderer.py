@@ -99,6 +99,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple, get_args
 import orjson
 from jinja2 import Environment, PackageLoader, StrictUndefined, pass_context
 
+from control_plane.bounded import keep
 from control_plane.plan import Boost, Constraint, Plan
 from control_plane.policy import Value
 
@@ -209,21 +210,6 @@ def _node(parsed: Any) -> Node:
 _SKELETONS: dict[tuple[str, str], Node] = {}
 
 
-def _keep(table: dict[Any, Any], key: Any, value: Any, bound: int) -> None:
-    """``table[key] = value``, the oldest entries dropped first while ``table`` holds
-    ``bound`` or more: a full table loses one entry per new one (each re-rendered once if it
-    comes back), never all at once (a cleared table sent every clause of the next requests
-    through Jinja again: a latency cliff every few thousand new intents). Render threads
-    share the tables: an entry another thread dropped first, or a table changed while its
-    oldest key is read, ends the dropping for this time (a table may then hold a few more)."""
-    while len(table) >= bound:
-        try:
-            del table[next(iter(table))]
-        except (StopIteration, KeyError, RuntimeError):
-            break
-    table[key] = value
-
-
 def _skeleton(template: str, text: str) -> Node:
     """The parsed skeleton of one rendered text (parsed once, then cached)."""
     key = (template, text)
@@ -233,7 +219,7 @@ def _skeleton(template: str, text: str) -> Node:
         if not isinstance(parsed, dict):
             raise TypeError(f"template {template} rendered {type(parsed).__name__}, not an object")
         node = _node(parsed)
-        _keep(_SKELETONS, key, node, 4096)  # loops make texts vary; keep the cache bounded
+        keep(_SKELETONS, key, node, 4096)  # loops make texts vary; keep the cache bounded
     return node
 
 
@@ -354,7 +340,7 @@ def _clause(template: str, _outermost: bool = False, **values: Any) -> dict[str,
     if key is not None:
         # bounded: many distinct ids or texts come and go (no bytes yet: a clause of one
         # request's text is often never seen again)
-        _keep(_FRAGMENTS, key, (node, [tuple(h) if type(h) is list else h for h in holes], _UNMADE), 8192)
+        keep(_FRAGMENTS, key, (node, [tuple(h) if type(h) is list else h for h in holes], _UNMADE), 8192)
     filled = _fill(node, holes, not _outermost)
     return filled
 
@@ -522,7 +508,7 @@ def _container(template: str, outermost: bool, values: dict[str, Any]) -> dict[s
             found = (node, stored, _copy_of(node, stored, not outermost))
         except Exception:  # the template used a clause: no shape to keep (rendered below)
             found = None
-        _keep(_SHAPES, key, found, 4096)  # bounded, as the fragments are
+        keep(_SHAPES, key, found, 4096)  # bounded, as the fragments are
     if found is None:
         return _rendered(template, outermost, values)
     node, stored, copy = found
@@ -771,7 +757,7 @@ def _boost_function(boost: Boost, names: _Names) -> dict[str, Any]:
         except TypeError:
             parts = None
         entry = (boost, parts, {})
-        _keep(_BOOST_PARTS, id(boost), entry, 8192)  # bounded, as the fragments are
+        keep(_BOOST_PARTS, id(boost), entry, 8192)  # bounded, as the fragments are
     name = names("boost" if boost.weight >= 1 else "bury", boost.policy)
     parts = entry[1]
     if parts is not None and _FRAGMENT_CACHE:

@@ -369,8 +369,10 @@ def test_remembered_values_are_kept_by_identity_and_bounded() -> None:
     table.put(a, "A", "k")
     assert table.get(a, "k") == "A" and table.get(a, "other") is None and table.get(b, "k") is None
     table.put(b, "B")
-    table.put(c, "C")  # full: cleared first
-    assert (table.get(a, "k"), table.get(b), table.get(c)) == (None, None, "C")
+    table.put(c, "C")  # full: the oldest entry dropped, not all of them
+    assert (table.get(a, "k"), table.get(b), table.get(c)) == (None, "B", "C")
+    table.put(a, "A")
+    assert (table.get(a), table.get(b), table.get(c)) == ("A", None, "C")
 
 
 

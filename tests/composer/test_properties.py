@@ -118,10 +118,14 @@ ALLOWED = {
     "decimal", "pydantic", "control_plane.policy", "control_plane.plan",
     "control_plane.composer", "control_plane.composer_captures", "control_plane.composer_fields",
     "control_plane.composer_price", "control_plane.composer_state", "control_plane.money",
-    "control_plane.matches",
+    "control_plane.matches", "control_plane.bounded",
 }  # fmt: skip
-#: the composer's modules, and what the matcher hands it (ADR 0028)
-MODULES = [*sorted((ROOT / "control_plane").glob("composer*.py")), ROOT / "control_plane" / "matches.py"]
+#: the composer's modules, what the matcher hands it (ADR 0028), the memo tables it keeps
+MODULES = [
+    *sorted((ROOT / "control_plane").glob("composer*.py")),
+    ROOT / "control_plane" / "matches.py",
+    ROOT / "control_plane" / "bounded.py",
+]
 
 
 def _imports(path: Path) -> set[str]:

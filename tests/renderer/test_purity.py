@@ -20,6 +20,7 @@ ALLOWED = {
     "jinja2",
     "control_plane.plan",
     "control_plane.policy",
+    "control_plane.bounded",  # bounded memo tables: plain dicts (its own imports: the composer's test)
     "control_plane.catalog.profile",  # type annotations only (TYPE_CHECKING)
 }
 FORBIDDEN = (
