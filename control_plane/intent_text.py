@@ -69,11 +69,8 @@ class NormalisedIntent:
     """the words that mixed scripts, as received (after NFKC), in order of appearance"""
 
 
-@lru_cache(maxsize=4096)
 def normalise_intent(raw: str) -> NormalisedIntent:
-    """``raw`` normalised (see the module's docstring for the steps). Remembered for the
-    last 4096 texts: a request's intent is normalised when it is validated and again when it
-    is compiled, and a cached plan's intents repeat (the result is immutable)."""
+    """``raw`` normalised (see the module's docstring for the steps)."""
     if raw.isascii() and raw.isprintable():  # what the steps do to printable ASCII: this
         text = " ".join(raw.split())  # (NFKC leaves ASCII as it is; nothing is invisible)
         return NormalisedIntent(text=text, changed=text != raw, removed=0, mixed_script=())
@@ -89,6 +86,16 @@ def _normalised(raw: str) -> NormalisedIntent:
     mapped = visible if visible.isascii() else _WORD.sub(lambda m: _latin_word(m.group(), mixed), visible)
     text = " ".join(unicodedata.normalize("NFKC", mapped).split())
     return NormalisedIntent(text=text, changed=text != raw, removed=removed, mixed_script=tuple(mixed))
+
+
+@lru_cache(maxsize=4096)
+def search_intent(raw: str) -> NormalisedIntent:
+    """:func:`normalise_intent` of a search request's intent (at most 512 characters, the
+    request's bound), remembered for the last 4096: a request's intent is normalised when
+    it is validated and again when it is compiled, and a cached plan's intents repeat (the
+    result is immutable). For search intents only: an agent's chat message holds what its
+    redaction removes after normalising (e-mails, phone numbers), and is never kept."""
+    return normalise_intent(raw)
 
 
 def normalise(raw: str) -> str:

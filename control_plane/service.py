@@ -48,7 +48,7 @@ from control_plane.executor import (
     tier_batches,
     tiers_for,
 )
-from control_plane.intent_text import NormalisedIntent, normalise, normalise_intent
+from control_plane.intent_text import NormalisedIntent, search_intent
 from control_plane.plan import Composition
 from control_plane.plan_cache import (
     PlanCache,
@@ -90,7 +90,7 @@ class SearchRequest(BaseModel):
     @field_validator("intent")
     @classmethod
     def _intent(cls, value: str) -> str:
-        if not normalise(value):
+        if not search_intent(value).text:  # (remembered: compiling normalises it again)
             raise ValueError("intent is empty once invisible characters and spaces are removed")
         return value
 
@@ -343,7 +343,7 @@ class SearchService:
         """:meth:`_compile` on ``snapshot``; ``cached_only``: None instead of any engine call
         (the plan or the user's purchases not cached)."""
         live, by_id = snapshot
-        normalised = normalise_intent(request.intent)
+        normalised = search_intent(request.intent)
         intent = normalised.text
         version = live.policy_set.version
         key = (intent.casefold(), request.cohorts, request.market)

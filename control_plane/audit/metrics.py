@@ -104,7 +104,9 @@ class DecisionTallies(Collector):
         self.abstentions = Counter("govsearch_abstentions", "requests abstained", registry=None)
         self.errors = _Counted("govsearch_errors", "failed requests, by error code", "code")
 
-    def _count(self, counted: _Counted, value: str, record: dict[str, Any]) -> None:
+    def _count(self, counted: _Counted, value: Any, record: dict[str, Any]) -> None:
+        if type(value) is not str:  # a label is text (prometheus_client: ``str(value)``)
+            value = str(value)
         counts = counted.counts
         count = counts.get(value)
         if count is None:
@@ -125,6 +127,8 @@ class DecisionTallies(Collector):
             histograms = self.latency
             for stage, ms in latency.items():
                 seconds = ms / 1000
+                if seconds != seconds:  # NaN: below no bound (prometheus_client counts it nowhere)
+                    continue
                 histogram = histograms.get(stage)
                 if histogram is None:
                     histogram = histograms[stage] = _Latency(_created(record))

@@ -83,10 +83,16 @@ RECORDS = st.fixed_dictionaries(
     optional={
         "latency_ms": st.dictionaries(st.sampled_from(["total", "compile", "tier.strict", "percolate"]),
                                       LATENCIES, max_size=4),
-        "applied_policies": st.lists(st.sampled_from(["p-1", "p-2", "promo:x", "é-3"]), max_size=3),
+        # labels that are not text too (none today: the record models type them as text), as
+        # prometheus_client takes them: str(value)
+        "applied_policies": st.lists(st.sampled_from(["p-1", "p-2", "promo:x", "é-3", 7]), max_size=3),
         "tier": st.sampled_from([None, "strict", "relaxed", "broad"]),
-        "error": st.one_of(st.none(), st.builds(lambda code: {"code": code},
-                                                st.sampled_from(["engine_unavailable", "audit_backlog"]))),
+        "error": st.one_of(
+            st.none(),
+            st.builds(
+                lambda code: {"code": code}, st.sampled_from(["engine_unavailable", "audit_backlog", None])
+            ),
+        ),
     },
 )
 
@@ -156,3 +162,15 @@ def test_a_scrape_sees_every_record_observed_from_any_thread() -> None:
     assert f'govsearch_stage_latency_seconds_bucket{{le="0.0025",stage="total"}} {total}' in text
     assert f'govsearch_policies_fired_total{{policy_id="p-1"}} {total}' in text
     assert f'govsearch_tier_served_total{{tier="strict"}} {total}' in text
+
+
+def test_a_latency_that_is_not_a_number_is_not_observed() -> None:
+    """A NaN latency (none is measured so: they come from ``perf_counter``) is left out:
+    below no bucket bound, it would otherwise count in the first bucket and make the sum NaN."""
+    metrics = Metrics()
+    metrics.observe_decision({"status": "ok", "time": iso(FIXED_NOW), "latency_ms": {"total": float("nan")}})
+    metrics.observe_decision({"status": "ok", "time": iso(FIXED_NOW), "latency_ms": {"total": 2.0}})
+    text = metrics.render().decode()
+    assert 'govsearch_stage_latency_seconds_count{stage="total"} 1.0' in text
+    assert 'govsearch_stage_latency_seconds_sum{stage="total"} 0.002' in text
+    assert "nan" not in text.lower()

@@ -180,3 +180,23 @@ def test_the_shortcut_covers_every_printable_ascii_character() -> None:
     for code in range(128):
         for raw in (chr(code), f"a{chr(code)}b", f" {chr(code)}  {chr(code)} "):
             assert normalise_intent(raw) == _normalised(raw), repr(raw)
+
+
+def test_only_search_intents_are_remembered_never_an_agents_message() -> None:
+    """A search intent's normalisation is remembered (validated, then compiled: one
+    normalisation); an agent's chat message is normalised before its e-mails and phone
+    numbers are redacted, so it must never be kept in the process."""
+    from agent_gateway.guardrails import screen
+    from control_plane.intent_text import normalise_intent, search_intent
+    from control_plane.service import SearchRequest
+
+    search_intent.cache_clear()
+    message = "write to bob.smith@example.com or call +33 6 12 34 56 78 for cheap chocolate"
+    screened = screen(message)
+    assert "bob.smith@example.com" not in screened.text
+    assert search_intent.cache_info().currsize == 0
+    assert not hasattr(normalise_intent, "cache_info")  # the function the gateway calls keeps nothing
+    SearchRequest(intent="cheap  chocolate")
+    assert search_intent.cache_info().currsize == 1
+    assert search_intent("cheap  chocolate").text == "cheap chocolate"
+    assert search_intent.cache_info().hits == 1
