@@ -266,9 +266,10 @@ class SearchService:
         self.purchases: PlanCache[tuple[Mapping[str, Any], ...]] = PlanCache(settings.search.plan_cache_size)
         """each user's purchase rows, kept as long as a plan would be (same window edges)"""
         self.percolations: PlanCache[matcher.Percolated] = PlanCache(settings.search.plan_cache_size)
-        """what percolating each intent found, per policies index (``triggers`` layout): it
-        depends on nothing else, so a plan that misses for other cohorts, another market or
-        past a window edge expands it again without a percolation (ADR 0043)"""
+        """what percolating each intent found, per load of the policies index (``triggers``
+        layout, ``LivePolicySet.load``): it depends on nothing else, so a plan that misses for
+        other cohorts, another market or past a window edge expands it again without a
+        percolation (ADR 0043)"""
         # a pinned index is read once: it never moves
         self._watch: Watched[Snapshot] = Watched(
             self._read,
@@ -364,9 +365,8 @@ class SearchService:
             started = time.perf_counter_ns()
             first = None  # the first percolation page, when sent with the purchases lookup
             # an intent percolated on this index before (other cohorts or market, an earlier
-            # window): its hits again, no round trip (ADR 0043)
-            # kept per load of the index: one rewritten under its name and served again is
-            # another load (the key changes whatever index is served between)
+            # window): its hits again, no round trip (ADR 0043); kept per load of the index:
+            # one rewritten under its name and served again is another load
             scope = f"{live.index}#{live.load}"
             known = self.percolations.get(scope, intent, now) if live.layout == "triggers" else None
             # both needed: one ``_msearch`` (ADR 0032); a legacy index is matched its own way,
