@@ -178,6 +178,51 @@ def test_a_kept_connection_that_stops_answering_times_out_and_is_not_kept(loop: 
     assert opened == [0, 1]
 
 
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_a_request_cancelled_mid_answer_leaves_no_connection_behind_with_its_late_answer(loop: str) -> None:
+    """The client gone while the engine is still answering (the request's task cancelled):
+    the connection the request was sent on, whose late answer is still to come, is closed,
+    never handed to the next request, which opens a new one and reads its own answer; the
+    cancellation reaches the caller as a cancellation."""
+    connections = iter(range(1000))
+    served: list[tuple[int, bytes]] = []
+
+    async def slow_then_fast(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        number = next(connections)
+        try:
+            while True:
+                head, _ = await _read_request(reader)
+                path = head.split(b" ", 2)[1]
+                served.append((number, path))
+                if path == b"/slow":
+                    await asyncio.sleep(0.5)
+                    writer.write(_answer(b'{"late": true}'))  # on the same connection, too late
+                else:
+                    writer.write(_answer(b'{"path": "%s"}' % path))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return
+        finally:
+            writer.close()
+
+    async def scenario(url: str) -> None:
+        client = AsyncEngine(url, 5.0)
+        assert await client.request("POST", "/first", b"{}") == {"path": "/first"}  # connection 0, kept
+        pending = asyncio.ensure_future(client.request("POST", "/slow", b"{}"))  # on connection 0
+        await asyncio.sleep(0.1)
+        pending.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await pending
+        assert await client.request("POST", "/after", b"{}") == {"path": "/after"}
+        await asyncio.sleep(0.6)  # the late answer has been sent by now
+        assert await client.request("POST", "/again", b"{}") == {"path": "/again"}
+        client.close()
+
+    _serve(slow_then_fast, loop)(scenario)
+    assert served[:2] == [(0, b"/first"), (0, b"/slow")]
+    assert [number for number, _ in served[2:]] == [1, 1]  # a new connection, then kept
+
+
 def test_a_kept_connection_found_closed_is_replaced_once_and_a_cut_answer_is_not_sent_again() -> None:
     """The peer keeps each connection open after its first answer, then, on the next request
     it reads there, closes without answering (``/again``: nothing of the answer came: sent
