@@ -372,10 +372,7 @@ def compose(
         if lost is not None:
             state = state.noted(lost)  # (a draft of the step before, done: noted in place)
             if not spans:  # nothing changed, nothing consumed: the policy's own record, kept
-                kept = _UNCHANGED.get(id(policy))
-                if kept is None or kept[0] is not policy or kept[1] is not binding:
-                    kept = _unchanged(policy, binding)
-                applied.append(kept[2])
+                applied.append(_unchanged(policy, binding))
                 continue
             before = state
         if spans:
@@ -397,10 +394,7 @@ def compose(
         elif moved is not None:
             changes = (moved,)
         elif not spans:  # nothing changed, nothing consumed: the policy's own record, kept
-            kept = _UNCHANGED.get(id(policy))
-            if kept is None or kept[0] is not policy or kept[1] is not binding:
-                kept = _unchanged(policy, binding)
-            applied.append(kept[2])
+            applied.append(_unchanged(policy, binding))
             continue
         else:
             changes = ()  # nothing changed: none
@@ -453,7 +447,12 @@ _PLAIN_LIMIT = 16_384  # as Remembered
 _UNCHANGED: dict[int, tuple[Policy, Binding, AppliedStep]] = {}
 
 
-def _unchanged(policy: Policy, binding: Binding) -> tuple[Policy, Binding, AppliedStep]:
+def _unchanged(policy: Policy, binding: Binding) -> AppliedStep:
+    """The step of ``policy`` (bound as ``binding``) when it changes nothing and consumes
+    nothing: the one kept in :data:`_UNCHANGED`, made and kept the first time."""
+    kept = _UNCHANGED.get(id(policy))
+    if kept is not None and kept[0] is policy and kept[1] is binding:
+        return kept[2]
     step = made(
         AppliedStep,
         {
@@ -461,9 +460,8 @@ def _unchanged(policy: Policy, binding: Binding) -> tuple[Policy, Binding, Appli
             "dropped": binding.dropped,
         },
     )
-    entry = (policy, binding, step)
-    keep(_UNCHANGED, id(policy), entry, _PLAIN_LIMIT)
-    return entry
+    keep(_UNCHANGED, id(policy), (policy, binding, step), _PLAIN_LIMIT)
+    return step
 
 
 #: (policy, the set's vocabularies, the captured words, market, money) -> its binding

@@ -325,15 +325,8 @@ def _clause(template: str, _outermost: bool = False, **values: Any) -> dict[str,
     if key is None and _FRAGMENT_CACHE:
         return _container(template, _outermost, values)
     found = _FRAGMENTS.get(key) if key is not None else None
-    if found is not None:
-        data = found[2]
-        if data is not None and data is not _UNMADE:  # the usual hit: a copy from its bytes
-            copied: dict[str, Any] = orjson.loads(data)
-            return copied
-        filled: dict[str, Any] = _fill(found[0], found[1], not _outermost)
-        if data is _UNMADE and key is not None:  # its first reuse: its bytes made, for the next
-            _FRAGMENTS[key] = (found[0], found[1], _copyable(filled))
-        return filled
+    if found is not None and key is not None:  # its bytes made at its first reuse
+        return _fresh(_with_bytes(key, found, not _outermost), not _outermost)
     holes: list[Any] = []
     text = TEMPLATES.get_template(template).render(_holes=holes, **values)
     node = _skeleton(template, text)
@@ -341,7 +334,17 @@ def _clause(template: str, _outermost: bool = False, **values: Any) -> dict[str,
         # bounded: many distinct ids or texts come and go (no bytes yet: a clause of one
         # request's text is often never seen again)
         keep(_FRAGMENTS, key, (node, [tuple(h) if type(h) is list else h for h in holes], _UNMADE), 8192)
-    filled = _fill(node, holes, not _outermost)
+    filled: dict[str, Any] = _fill(node, holes, not _outermost)
+    return filled
+
+
+def _fresh(found: tuple[Node, list[Any], bytes | None], nested: bool) -> dict[str, Any]:
+    """A fresh clause of a kept fragment: a copy from its bytes (the usual hit), else
+    filled from its skeleton and holes."""
+    if found[2] is not None and found[2] is not _UNMADE:
+        copied: dict[str, Any] = orjson.loads(found[2])
+        return copied
+    filled: dict[str, Any] = _fill(found[0], found[1], nested)
     return filled
 
 
@@ -771,10 +774,7 @@ def _boost_function(boost: Boost, names: _Names) -> dict[str, Any]:
                 if len(by_name) < _NAMES_PER_BOOST:
                     by_name[name] = found
         if found is not None:
-            filled: dict[str, Any] = (
-                orjson.loads(found[2]) if found[2] is not None else _fill(found[0], found[1], True)
-            )
-            return filled
+            return _fresh(found, True)
     return _clause(
         template,
         field=boost.field,

@@ -30,6 +30,7 @@ from urllib.parse import unquote, urlsplit
 import httptools
 
 from control_plane import deadline
+from control_plane.bounded import keep
 from control_plane.engine import codec
 from control_plane.engine.base import (
     EngineError,
@@ -166,9 +167,7 @@ class AsyncEngine:
             framed = self.framed("POST", "/_msearch", msearch_lines(searches).encode("utf-8"),
                                  "application/x-ndjson")
             if kept:
-                if len(self._framed) >= FRAMED_KEPT:
-                    del self._framed[next(iter(self._framed))]  # the oldest
-                self._framed[key] = framed
+                keep(self._framed, key, framed, FRAMED_KEPT)
         result = await self._send("POST", "/_msearch", framed)
         return msearch_responses(searches, result)
 
