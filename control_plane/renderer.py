@@ -860,9 +860,7 @@ def _facets(profile: CatalogProfile) -> dict[str, Any]:
     found = _FRAGMENTS.get(key) if key is not None else None
     if found is not None and key is not None:
         found = _with_bytes(key, found, True)  # (kept for reuse)
-        if len(_FACETS) >= 64:  # bounded: a server has a profile or two
-            _FACETS.clear()
-        _FACETS[id(profile)] = (profile, found[0], found[1], found[2])
+        keep(_FACETS, id(profile), (profile, found[0], found[1], found[2]), 64)  # a profile or two
     return clause
 
 

@@ -23,6 +23,7 @@ from control_plane.audit.record import (
     redact,
     sha256_json,
 )
+from control_plane.bounded import keep
 
 if TYPE_CHECKING:
     from control_plane.service import Compiled, Outcome, SearchRequest
@@ -83,9 +84,7 @@ def dsl_digest(compiled: Compiled, dsl: Mapping[str, Any]) -> str:
         return known[1]
     digest = sha256_json(dsl)
     with _digest_lock:
-        if len(digests) >= DIGESTS_PER_PLAN:
-            digests.clear()
-        digests[id(dsl)] = (dsl, digest)
+        keep(digests, id(dsl), (dsl, digest), DIGESTS_PER_PLAN)
     return digest
 
 
