@@ -50,9 +50,10 @@ class RenderedTier:
 
 
 _TEXT = json.JSONEncoder(ensure_ascii=False, check_circular=False).encode
-"""``json.dumps(body, ensure_ascii=False)``, the same text: one encoder kept, without the
-check for circular containers (a rendered body is a tree of fresh dicts and lists; the check
-was about a quarter of the encoding; ADR 0046)"""
+"""``json.dumps(body, ensure_ascii=False)``, the same text, from one kept encoder without the
+check for circular containers (a rendered body is a tree: a container in it twice is written
+twice, as before): a new encoder per body and the check were about a quarter of the encoding
+(ADR 0046)"""
 
 
 class Renderings:
