@@ -14,7 +14,11 @@ the order rotating every round, after two warm-up rounds:
 - ``cached``: the plan cache on, no user (the plan cached after the first round);
 - ``cold_cohort``: the plan cache on, every request for a cohort not seen before (a plan
   miss for an intent already matched: what a miss for other cohorts, another market or
-  past a window edge costs; ADR 0043).
+  past a window edge costs; ADR 0043);
+- ``cold_recorded``: ``cold`` and what a served search adds to it but HTTP: its decision
+  record's data (``audit.decision.decision_data``, raw intents stored, as served by default)
+  and the answer's bytes (``api.answer.search_answer``); a miss builds the plan's record
+  parts and explanation once, as a hit does not (ADR 0046).
 
 Per variant: the wall time p50 and the process CPU time (user + system of the process, all
 its threads, ``time.process_time``; the engine is another process) p50 and mean, the engine
@@ -43,13 +47,15 @@ from typing import Any
 HERE = Path(__file__).resolve().parent.parent
 NOW = datetime(2026, 11, 15, 12, tzinfo=UTC)
 """the instant of ``bench.governed`` (not imported: the earlier tree's bench may differ)"""
-VARIANTS = ("cold", "cold_user", "cached", "cold_cohort")
+VARIANTS = ("cold", "cold_user", "cached", "cold_cohort", "cold_recorded")
 USER = "alice"
 
 
 def measure(url: str, rounds: int, index: str | None = None) -> dict[str, Any]:
     """One side, in this process: the figures of each variant."""
     from bench.governed import INTENTS  # of the tree on PYTHONPATH: the same 20 intents
+    from control_plane.api.answer import search_answer
+    from control_plane.audit.decision import decision_data
     from control_plane.bootstrap import profile_of
     from control_plane.config import EngineSettings, SearchSettings, Settings
     from control_plane.engine import connect
@@ -65,6 +71,15 @@ def measure(url: str, rounds: int, index: str | None = None) -> dict[str, Any]:
 
     cold, cached, cohorts = service(plan_cache_size=0), service(), service()
     fresh = itertools.count()
+
+    def recorded(intent: str) -> Any:
+        request = SearchRequest(intent=intent)
+        outcome = cold.search(request, NOW)
+        decision_data("bench", request, outcome, raw=True, time=NOW.isoformat(), now=NOW.isoformat(),
+                      client=None, endpoint="search", extraction=None, status=None)
+        search_answer("bench", request, outcome, cold.profile)
+        return outcome
+
     calls = {
         "cold": lambda intent: cold.search(SearchRequest(intent=intent), NOW),
         "cold_user": lambda intent: cold.search(SearchRequest(intent=intent, user_id=USER), NOW),
@@ -72,6 +87,7 @@ def measure(url: str, rounds: int, index: str | None = None) -> dict[str, Any]:
         "cold_cohort": lambda intent: cohorts.search(
             SearchRequest(intent=intent, cohorts=(f"bench-{next(fresh)}",)), NOW
         ),
+        "cold_recorded": recorded,
     }
     wall: dict[str, list[float]] = {v: [] for v in VARIANTS}
     cpu: dict[str, list[float]] = {v: [] for v in VARIANTS}

@@ -57,6 +57,7 @@ from control_plane.plan_cache import (
     next_boundary,
     previous_boundary,
 )
+from control_plane.plan_data import explanation_data, plan_data
 from control_plane.policy import Policy
 from control_plane.renderer import Tier, render
 from control_plane.watch import Refused, Watched
@@ -126,13 +127,11 @@ class Compiled:
 
     def explanation_data(self) -> dict[str, Any]:
         """The composition's explanation as JSON data, dumped once per plan (read only)."""
-        return self.renderings.memo(
-            "explanation", lambda: json.loads(self.composition.explanation.model_dump_json())
-        )
+        return self.renderings.memo("explanation", lambda: explanation_data(self.composition.explanation))
 
     def plan_data(self) -> dict[str, Any]:
         """The plan as JSON data, dumped once per plan (read only)."""
-        return self.renderings.memo("plan", lambda: json.loads(self.composition.plan.model_dump_json()))
+        return self.renderings.memo("plan", lambda: plan_data(self.composition.plan))
 
 
 @dataclass(frozen=True)
