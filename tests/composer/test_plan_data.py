@@ -5,7 +5,6 @@ case file, on random requests and on values JSON cannot write (ADR 0046)."""
 from __future__ import annotations
 
 import json
-import types
 import typing
 from typing import Any
 
@@ -15,6 +14,7 @@ from pydantic import BaseModel
 
 from control_plane.audit.record import canonical_bytes
 from control_plane.composer import ComposeContext, compose
+from control_plane.composer_state import made
 from control_plane.plan import (
     AppliedStep,
     Boost,
@@ -125,7 +125,8 @@ def test_an_explanation_with_values_json_cannot_write_gives_what_json_gave() -> 
 
 
 def _float_fields(model: type[BaseModel], seen: set[type] | None = None) -> set[str]:
-    """``Class.field`` of every field in ``model``'s tree whose type holds a ``float``."""
+    """``Class.field`` of every field in ``model``'s tree whose type holds a ``float``,
+    inside any container or union."""
     seen = set() if seen is None else seen
     if model in seen:
         return set()
@@ -147,17 +148,87 @@ def _parts(annotation: Any) -> list[Any]:
         return [annotation]
     if origin is typing.Literal:
         return []
-    if origin not in (tuple, typing.Union, types.UnionType):
-        return [annotation]
     arguments = [argument for argument in typing.get_args(annotation) if argument is not Ellipsis]
     return [part for argument in arguments for part in _parts(argument)]
 
 
-def test_the_explanation_has_no_float_field_and_the_plan_only_those_checked() -> None:
-    """A field typed ``float`` added to the explanation, or to the plan without being read by
-    ``plan_data._finite``, fails here."""
+def test_parts_sees_floats_in_every_container() -> None:
+    class Holder(BaseModel):
+        ratings: dict[str, float] = {}
+        nested: list[tuple[int, float | None]] = []
+        text: str = ""
+
+    assert _float_fields(Holder) == {"Holder.ratings", "Holder.nested"}
+
+
+def test_the_explanation_has_no_float_field() -> None:
+    """Why the explanation may take the one pass without a walk: a field typed ``float``
+    anywhere in its tree fails here."""
     assert _float_fields(Explanation) == set()
-    assert _float_fields(Plan) == {
-        "Bound.value", "Boost.weight", "Boost.values", "Sponsored.weight", "Weight.value",
-        "Constraint.values",
-    }
+
+
+def _plain(value: object) -> bool:
+    if value is None or type(value) in (str, int, float, bool):
+        return True
+    if type(value) is dict:
+        return all(type(k) is str and _plain(v) for k, v in value.items())
+    if type(value) in (list, tuple):
+        return all(map(_plain, value))
+    return False
+
+
+def _changes_are_plain(composition: Composition) -> None:
+    for step in composition.explanation.applied:
+        for change in step.changes:
+            assert _plain(change.before), change
+            assert _plain(change.after), change
+
+
+def test_the_composer_records_changes_as_plain_data_on_every_case_file() -> None:
+    """The other half of why the explanation takes the one pass: its untyped values are plain
+    data (a model kept there would keep a float that is not finite in JSON mode)."""
+    compositions = [
+        compose(case.policy_set, case.intent, case.matches, case.context)
+        for case in all_cases()
+        if "error" not in case.expect
+    ]
+    assert any(step.changes for c in compositions for step in c.explanation.applied)
+    for composition in compositions:
+        _changes_are_plain(composition)
+
+
+@settings(max_examples=200, deadline=None)
+@given(requests())
+def test_the_composer_records_changes_as_plain_data(
+    request: tuple[PolicySet, str, list[Match], ComposeContext],
+) -> None:
+    policies, intent, matches, context = request
+    _changes_are_plain(compose(policies, intent, matches, context))
+
+
+class _Later(Plan):
+    """A plan with fields added after ``plan_data`` was written: of a type the plan has
+    already (a weight), in a container, and a float subclass where a float is typed."""
+
+    discount_weight: Weight = Weight()
+    ratings: dict[str, float] = {}
+
+
+class _Float(float):
+    pass
+
+
+@pytest.mark.parametrize("number", NOT_FINITE)
+@pytest.mark.parametrize("where", ["new weight", "new mapping", "float subclass"])
+def test_a_float_that_is_not_finite_anywhere_in_the_plan_gives_what_json_gave(
+    number: float, where: str
+) -> None:
+    """A plan keeps the two passes: a field added later is written as JSON text writes it."""
+    if where == "new weight":
+        plan: Plan = _Later(residual="x", discount_weight=Weight(value=number, policy="p"))
+    elif where == "new mapping":
+        plan = _Later(residual="x", ratings={"a": 1.5, "b": number})
+    else:
+        plan = Plan(residual="x", margin_weight=made(Weight, {"value": _Float(number), "policy": "p"}))
+    assert plan.model_dump(mode="json") != json.loads(plan.model_dump_json())  # what it guards against
+    _same(plan, plan_data(plan))
