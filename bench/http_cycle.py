@@ -10,8 +10,8 @@ written, and answers every request with the same 2,700 bytes (about a warm searc
 - ``bare``: httptools' parser and one write of head and body (what ``bench.floor`` serves
   with);
 - ``uvicorn``: uvicorn's ``HttpToolsProtocol`` as ``govsearch serve`` configures it (proxy
-  headers on, keep-alive, the ``date`` and ``server`` headers), an ASGI app that reads the
-  body and sends the two messages, no access line (``api.access_log: false``);
+  headers on, keep-alive, the ``date`` and ``server`` headers its server adds), an ASGI app
+  that reads the body and sends the two messages, no access line (``api.access_log: false``);
 - ``uvicorn_access``: the same, with the access line ``govsearch serve`` writes
   (``serving.log_config``'s formatter, ``lean_log_records``), to a file.
 
@@ -58,6 +58,8 @@ REQUEST = (
     b"Content-Length: %d\r\nContent-Type: application/json\r\n\r\n" % len(BODY)
 ) + BODY
 ANSWER = b"x" * 2700
+DATE = b"Wed, 02 Dec 2026 06:00:00 GMT"
+"""a ``date`` header as uvicorn's server writes it (which instant does not matter here)"""
 VARIANTS = ("bare", "uvicorn", "uvicorn_access")
 
 
@@ -139,7 +141,9 @@ def connection(variant: str, loop: asyncio.AbstractEventLoop, access: TextIO) ->
         config.load()
         if config.access_log:  # configured after the Config, which drops the access handlers when off
             _access_log(access)
-        protocol = HttpToolsProtocol(config, ServerState(), app_state={}, _loop=loop)
+        state = ServerState()  # the headers a running server sets on each tick: date, server
+        state.default_headers = [(b"date", DATE), *config.encoded_headers]
+        protocol = HttpToolsProtocol(config, state, app_state={}, _loop=loop)
     protocol.connection_made(transport)
     return protocol, transport
 
