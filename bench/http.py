@@ -19,8 +19,14 @@ in a temporary directory), and measures, interleaved in one run:
   floor / raw is what a second HTTP hop through Python costs by itself, governed / floor
   what govsearch's own work costs on top;
 - throughput at concurrency 1, 4 and 16: as many threads, each with its own connection,
-  sending requests for ``S`` seconds, governed, floor and raw one after another, the order
-  alternating per level.
+  sending requests for ``S`` seconds per variant, in two halves of ``S / 2``: governed,
+  pipeline, floor and raw one after another, then in the reverse order, so each variant runs
+  once early and once late in its level (the engine's state drifts within a level: it went
+  on compiling hot code for tens of seconds at full load, while its CPU per request halved).
+
+Before anything is measured the engine is warmed: ``3 S`` seconds of the raw requests from
+four clients (its JIT compiler settles: on this machine a fresh node's C2 compiler thread
+used half of its CPU for the first 20,000 or so requests).
 
 The engine round trips per search, cold and warm, are counted in process
 (``Outcome.engine_requests``) on the same intents. ``--tier-batching`` sets the server's
@@ -249,25 +255,45 @@ def run(
                  "governed_written": served_written, "floor": served_floor, "pipeline": served_pipeline,
                  "raw": url}
         servers = {"governed": governed_pid, "floor": floor_pid, "pipeline": pipeline_pid}
+        warmup_s = 3 * seconds
+        _metered(raw, bases["raw"], intents, 4, warmup_s, {})  # the engine's JIT settles first
         single = _single_client(call, bases, intents, 3, rounds)
         throughput: dict[str, Any] = {}
         cpu = {"engine": lambda: environment.engine_cpu_s(engine)}
-        for level, threads in enumerate(CONCURRENCY):
+        for threads in CONCURRENCY:
             figures: dict[str, Any] = {}
+            halves: dict[str, list[dict[str, float]]] = {}
             order = ("governed", "pipeline", "floor", "raw")
-            for variant in order if level % 2 == 0 else order[::-1]:
+            for variant in (*order, *order[::-1]):  # each variant once early, once late
                 pid = servers.get(variant)
                 meters = cpu | ({"service": partial(environment.tree_cpu_s, pid)} if pid else {})
-                measured = _metered(call[variant], bases[variant], intents, threads, seconds, meters)
-                figures[variant] = measured.pop("req_s")
-                figures.update({f"{variant}_{name}": value for name, value in measured.items()})
+                halves.setdefault(variant, []).append(
+                    _metered(call[variant], bases[variant], intents, threads, seconds / 2, meters)
+                )
+            for variant, measured in halves.items():
+                combined = _combined(measured)
+                figures[variant] = combined.pop("req_s")
+                figures.update({f"{variant}_{name}": value for name, value in combined.items()})
             figures["ratio"] = round(figures["governed"] / figures["raw"], 2)
             figures["floor_ratio"] = round(figures["floor"] / figures["raw"], 2)
             figures["pipeline_ratio"] = round(figures["pipeline"] / figures["raw"], 2)
             throughput[str(threads)] = figures
     return {"http": {"workers": workers, "tier_batching": batching, "intents": intents, "rounds": rounds,
-                     "seconds": seconds, "single_client_warm": single, "throughput_req_s": throughput,
+                     "seconds": seconds, "engine_warmup_s": warmup_s, "throughput_halves": 2,
+                     "single_client_warm": single, "throughput_req_s": throughput,
                      "engine_round_trips": trips}}
+
+
+def _combined(halves: list[dict[str, float]]) -> dict[str, float]:
+    """Phases of equal length as one: their mean rate, and CPU per request over all of them
+    (each phase's figure weighted by its requests)."""
+    rates = [half["req_s"] for half in halves]
+    total = sum(rates) or 1.0
+    combined = {"req_s": round(sum(rates) / len(rates), 1)}
+    for name in halves[0]:
+        if name != "req_s":
+            combined[name] = round(sum(half[name] * half["req_s"] for half in halves) / total, 3)
+    return combined
 
 
 def report(result: dict[str, Any]) -> str:

@@ -151,6 +151,14 @@ def _load(values: list[float]) -> str:
     return ", ".join(f"{v:.2f}" for v in values)
 
 
+def _throughput_heading(served: dict[str, Any]) -> str:
+    if "throughput_halves" not in served:  # a result from before the halves
+        return f"Throughput, {served['seconds']} s per phase, each client thread with its own connection:"
+    return (f"Throughput, {served['seconds']} s per variant and level in two halves (the second in the"
+            f" reverse order), after {served['engine_warmup_s']} s warming the engine; each client thread"
+            " with its own connection:")
+
+
 def _row(cells: list[Any]) -> str:
     return "| " + " | ".join(str(c) for c in cells) + " |"
 
@@ -225,7 +233,7 @@ def _http_lines(served: dict[str, Any]) -> list[str]:
         ]))
     lines += [
         "",
-        f"Throughput, {served['seconds']} s per phase, each client thread with its own connection:",
+        _throughput_heading(served),
         "",
         _row(["concurrency (connections)", "req/s: governed, pipeline, floor, raw",
               "ratio to raw: governed, pipeline, floor", "CPU ms per governed request (service, engine)",
