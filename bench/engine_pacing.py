@@ -2,12 +2,14 @@
 the engine itself (issue 14, the concurrency-1 figures).
 
 ``python -m bench.engine_pacing [--engine-url URL] [--gaps 0,0.5,1,2,4] [--seconds 8]
-[--rounds 3] [--out FILE]`` prepares the demo (catalog and policies), takes the DSL a governed
-search serves for each of ``bench.governed.INTENTS`` (the figure sheet's raw requests), and
-sends it straight to the engine's ``_search`` from one kept-alive connection
-(``http.client``: the least client work), for ``S`` seconds per gap: after each answer the
-client sleeps ``gap`` ms before the next request. Per gap, the order of the gaps rotating per
-round: requests per second, the client's wall p50 / p90 (the sleep not counted), and the
+[--rounds 3] [--warmup 60] [--out FILE]`` prepares the demo (catalog and policies), takes the
+DSL a governed search serves for each of ``bench.governed.INTENTS`` (the figure sheet's raw
+requests) and sends it straight to the engine's ``_search`` from one kept-alive connection
+(``http.client``: the least client work): first back to back for ``--warmup`` seconds (a
+fresh node's JIT compiler takes tens of seconds at full load to settle, and burns CPU at any
+rate until it has), then for ``S`` seconds per gap: after each answer the client sleeps
+``gap`` ms before the next request. Per gap, the order of the gaps rotating per round:
+requests per second, the client's wall p50 / p90 (the sleep not counted), and the
 engine's CPU per request (user + system of its process, ``bench.environment.engine_cpu_s``).
 
 A governed search at concurrency 1 leaves the engine idle between its requests for as long
@@ -83,7 +85,9 @@ def _paced(
     }
 
 
-def run(engine: Engine, url: str, gaps_ms: list[float], seconds: float, rounds: int) -> dict[str, Any]:
+def run(
+    engine: Engine, url: str, gaps_ms: list[float], seconds: float, rounds: int, warmup_s: float
+) -> dict[str, Any]:
     alias, bodies = _bodies(engine, url)
     parts = urlsplit(url)
     connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port or 80, timeout=30)
@@ -92,7 +96,7 @@ def run(engine: Engine, url: str, gaps_ms: list[float], seconds: float, rounds: 
     def cpu() -> float:
         return engine_cpu_s(engine)
 
-    _paced(connection, path, bodies, 0, seconds, cpu)  # warm-up: the engine's JIT and caches
+    _paced(connection, path, bodies, 0, warmup_s, cpu)  # the engine's JIT settles first
     samples: dict[float, list[dict[str, float]]] = {gap: [] for gap in gaps_ms}
     for number in range(rounds):
         order = gaps_ms if number % 2 == 0 else gaps_ms[::-1]
@@ -100,7 +104,7 @@ def run(engine: Engine, url: str, gaps_ms: list[float], seconds: float, rounds: 
             samples[gap].append(_paced(connection, path, bodies, gap / 1000, seconds, cpu))
     connection.close()
     return {"pacing": {
-        "intents": len(bodies), "seconds": seconds, "rounds": rounds,
+        "intents": len(bodies), "seconds": seconds, "rounds": rounds, "warmup_s": warmup_s,
         "gaps": [
             {"gap_ms": gap} | {key: round(statistics.median(s[key] for s in runs), 3) for key in runs[0]}
             for gap, runs in samples.items()
@@ -125,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gaps", default="0,0.5,1,2,4", help="pauses between requests, ms, comma-separated")
     parser.add_argument("--seconds", type=float, default=8.0, help="seconds per gap and round")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--warmup", type=float, default=60.0, help="seconds back to back before measuring")
     parser.add_argument("--heap", default="1g")
     parser.add_argument("--out", type=Path, default=Path("bench/results/engine-pacing.json"))
     args = parser.parse_args(argv)
@@ -132,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     result = recorded_run(
         " ".join(["python -m bench.engine_pacing", *(argv if argv is not None else sys.argv[1:])]),
         args.engine_url, args.heap, args.out,
-        lambda engine, url: run(engine, url, gaps, args.seconds, args.rounds),
+        lambda engine, url: run(engine, url, gaps, args.seconds, args.rounds, args.warmup),
     )
     print(sheet(result))
     print(f"load average {result['load_average_at_start']} -> {result['load_average_at_end']}")
