@@ -55,12 +55,16 @@ def _holds(composition: Composition) -> None:
     _same(composition.plan, plan_data(composition.plan))
 
 
-def test_every_case_file_composition() -> None:
-    compositions = [
+def _case_file_compositions() -> list[Composition]:
+    return [
         compose(case.policy_set, case.intent, case.matches, case.context)
         for case in all_cases()
         if "error" not in case.expect
     ]
+
+
+def test_every_case_file_composition() -> None:
+    compositions = _case_file_compositions()
     assert any(c.plan.price.min or c.plan.price.max for c in compositions)
     assert any(c.plan.boosts for c in compositions)
     assert any(c.explanation.applied and c.explanation.applied[0].changes for c in compositions)
@@ -187,11 +191,7 @@ def _changes_are_plain(composition: Composition) -> None:
 def test_the_composer_records_changes_as_plain_data_on_every_case_file() -> None:
     """The other half of why the explanation takes the one pass: its untyped values are plain
     data (a model kept there would keep a float that is not finite in JSON mode)."""
-    compositions = [
-        compose(case.policy_set, case.intent, case.matches, case.context)
-        for case in all_cases()
-        if "error" not in case.expect
-    ]
+    compositions = _case_file_compositions()
     assert any(step.changes for c in compositions for step in c.explanation.applied)
     for composition in compositions:
         _changes_are_plain(composition)
