@@ -173,15 +173,19 @@ def _metered(
     cpu: Mapping[str, Callable[[], float]],
 ) -> dict[str, float]:
     """Requests per second over ``seconds`` with ``threads`` clients, and the CPU each
-    process in ``cpu`` (name -> CPU seconds so far) used per request meanwhile, in ms."""
+    process in ``cpu`` (name -> CPU seconds so far) used per request meanwhile, in ms. Each
+    client sends at least one request, even one that started after ``seconds`` were up (a
+    short phase on a loaded machine): a phase that ran is never a figure of zero."""
     done = [0] * threads
     stop = time.monotonic() + seconds
 
     def worker(number: int) -> None:
         with httpx.Client(base_url=base, timeout=30, headers=CLIENT_HEADERS) as client:
-            while time.monotonic() < stop:
+            while True:
                 send(client, intents[(number + done[number]) % len(intents)])
                 done[number] += 1
+                if time.monotonic() >= stop:
+                    break
 
     pool = [threading.Thread(target=worker, args=(n,)) for n in range(threads)]
     before = {name: read() for name, read in cpu.items()}
