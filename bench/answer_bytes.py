@@ -15,8 +15,6 @@ load average.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import shlex
 import statistics
 import sys
@@ -107,17 +105,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = args.out or RESULTS / f"{system_clock().date().isoformat()}-answer-bytes.json"
     command = "python -m bench.answer_bytes " + shlex.join(sys.argv[1:] if argv is None else argv)
-    result: dict[str, Any] = {"command": command, "machine": environment.machine(),
-                              "load_average_at_start": list(os.getloadavg())}
-    answered, profile, service = outcomes(args.engine_url)
-    try:
-        result["answer_bytes"] = {kind: measure(found, profile, args.rounds, args.calls)
-                                  for kind, found in answered.items()}
-    finally:
-        service.close()
-    result["load_average_at_end"] = list(os.getloadavg())
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+
+    def measured() -> dict[str, Any]:
+        answered, profile, service = outcomes(args.engine_url)
+        try:
+            return {"answer_bytes": {kind: measure(found, profile, args.rounds, args.calls)
+                                     for kind, found in answered.items()}}
+        finally:
+            service.close()
+
+    result = environment.recorded(command, out, measured)
     print("| answers | search_answer us CPU | search_response us CPU | ratio | bytes (median) |")
     print("| --- | --- | --- | --- | --- |")
     for kind, figures in result["answer_bytes"].items():

@@ -198,14 +198,9 @@ def main(argv: list[str] | None = None) -> int:
         prepare(engine, settings, clock=fixed_clock(NOW))
     finally:
         engine.close()
-    started = time.monotonic()
-    result: dict[str, Any] = {"command": command, "machine": environment.machine(),
-                              "load_average_at_start": list(os.getloadavg())}
-    result.update(run(args.engine_url, variants, thread_counts, args.records, args.rounds, args.commit))
-    result["load_average_at_end"] = list(os.getloadavg())
-    result["duration_s"] = round(time.monotonic() - started, 1)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    result = environment.recorded(command, out, lambda: run(
+        args.engine_url, variants, thread_counts, args.records, args.rounds, args.commit
+    ))
     print(report(result))
     print(f"\nwritten to {out}")
     return 0

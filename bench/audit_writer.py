@@ -217,16 +217,9 @@ def main(argv: list[str] | None = None) -> int:
     suffix = ("-loop" if args.loop else "") + (f"-pause-{args.pause_ms:g}ms" if args.pause_ms else "")
     out = args.out or RESULTS / f"{system_clock().date().isoformat()}-audit-writer{suffix}.json"
     command = "python -m bench.audit_writer " + shlex.join(args_list)
-    started = time.monotonic()
-    load_start = list(os.getloadavg())
-    result: dict[str, Any] = {"command": command, "machine": environment.machine(),
-                              "load_average_at_start": load_start}
-    result.update(run(variants, threads, args.records, args.rounds, "loop" if args.loop else "threads",
-                      args.pause_ms))
-    result["load_average_at_end"] = list(os.getloadavg())
-    result["duration_s"] = round(time.monotonic() - started, 1)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    result = environment.recorded(command, out, lambda: run(
+        variants, threads, args.records, args.rounds, "loop" if args.loop else "threads", args.pause_ms
+    ))
     print(report(result))
     print(f"\nwritten to {out}")
     return 0

@@ -148,6 +148,22 @@ def engine_url(url: str | None, heap: str) -> Iterator[str]:
         local_engine.stop(DATA_DIR)
 
 
+def recorded(command: str, out: Path, measure: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """Measure without an engine of the bench's own (in process, or against one ``measure``
+    reaches itself) and write one JSON result to ``out``: the command, the machine, the load
+    average around the run, its duration, and what ``measure()`` returns."""
+    started = time.perf_counter()
+    result: dict[str, Any] = {
+        "command": command, "machine": machine(), "load_average_at_start": list(os.getloadavg()),
+    }
+    result.update(measure())
+    result["duration_s"] = round(time.perf_counter() - started, 1)
+    result["load_average_at_end"] = list(os.getloadavg())
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return result
+
+
 def recorded_run(
     command: str,
     engine_url_arg: str | None,

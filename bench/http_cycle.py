@@ -27,10 +27,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import logging.config
-import os
 import shlex
 import sys
 import tempfile
@@ -235,12 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = args.out or RESULTS / f"{system_clock().date().isoformat()}-http-cycle.json"
     command = "python -m bench.http_cycle " + shlex.join(sys.argv[1:] if argv is None else argv)
-    result: dict[str, Any] = {"command": command, "machine": environment.machine(),
-                              "load_average_at_start": list(os.getloadavg())}
-    result["http_cycle"] = measure(args.rounds, args.requests)
-    result["load_average_at_end"] = list(os.getloadavg())
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    result = environment.recorded(command, out, lambda: {"http_cycle": measure(args.rounds, args.requests)})
     figures = result["http_cycle"]
     print("| protocol | loop CPU us per request |\n| --- | --- |")
     for variant, value in figures["cpu_us_per_request"].items():

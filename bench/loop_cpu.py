@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import argparse
 import glob
-import json
-import os
 import shlex
 import signal
 import statistics
@@ -129,13 +127,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = args.out or RESULTS / f"{system_clock().date().isoformat()}-loop-cpu.json"
     command = "python -m bench.loop_cpu " + shlex.join(sys.argv[1:] if argv is None else argv)
-    result: dict[str, Any] = {"command": command, "machine": environment.machine(),
-                              "load_average_at_start": list(os.getloadavg())}
     variants = dict(map(parse_variant, args.variant))
-    result["loop_cpu"] = run(args.engine_url, variants, args.rounds, args.requests)
-    result["load_average_at_end"] = list(os.getloadavg())
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    result = environment.recorded(
+        command, out, lambda: {"loop_cpu": run(args.engine_url, variants, args.rounds, args.requests)}
+    )
     print("| kind | variant | loop thread CPU ms/request | process CPU ms/request | p50 ms |")
     print("| --- | --- | --- | --- | --- |")
     for kind, entry in result["loop_cpu"]["kinds"].items():

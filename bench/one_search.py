@@ -23,6 +23,7 @@ import statistics
 import sys
 import threading
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -51,23 +52,18 @@ def run(
         return engine_cpu_s(engine)
 
     _paced(connection, forms["search"][0], bodies, 0, warmup_s, cpu)  # the engine's JIT settles first
-    samples: dict[tuple[float, str], list[dict[str, float]]] = {}
-    for gap in gaps_ms:
-        for number in range(rounds):
-            for form in FORMS if number % 2 == 0 else FORMS[::-1]:
-                path, sent, content_type = forms[form]
-                samples.setdefault((gap, form), []).append(
-                    _paced(connection, path, sent, gap / 1000, seconds, cpu, content_type)
-                )
+
+    def paced(gap: float, form: str) -> dict[str, float]:
+        path, sent, content_type = forms[form]
+        return _paced(connection, path, sent, gap / 1000, seconds, cpu, content_type)
+
+    def together(count: int, form: str) -> dict[str, float]:
+        path, sent, content_type = forms[form]
+        return _clients(url, path, sent, content_type, count, seconds, cpu)
+
+    samples = _alternating(gaps_ms, rounds, paced)
     connection.close()
-    together: dict[tuple[int, str], list[dict[str, float]]] = {}
-    for count in clients:
-        for number in range(rounds):
-            for form in FORMS if number % 2 == 0 else FORMS[::-1]:
-                path, sent, content_type = forms[form]
-                together.setdefault((count, form), []).append(
-                    _clients(url, path, sent, content_type, count, seconds, cpu)
-                )
+    several = _alternating(clients, rounds, together)
 
     def medians(runs: list[dict[str, float]]) -> dict[str, float]:
         return {key: round(statistics.median(s[key] for s in runs), 3) for key in runs[0]}
@@ -76,9 +72,22 @@ def run(
         "intents": len(bodies), "seconds": seconds, "rounds": rounds, "warmup_s": warmup_s,
         "rows": [{"gap_ms": gap, "form": form} | medians(runs) for (gap, form), runs in samples.items()],
         "clients": [
-            {"clients": count, "form": form} | medians(runs) for (count, form), runs in together.items()
+            {"clients": count, "form": form} | medians(runs) for (count, form), runs in several.items()
         ],
     }}
+
+
+def _alternating(
+    levels: Sequence[Any], rounds: int, measure: Callable[[Any, str], dict[str, float]]
+) -> dict[tuple[Any, str], list[dict[str, float]]]:
+    """``measure(level, form)`` for each level, ``rounds`` times, both forms per round, their
+    order reversed every other round."""
+    samples: dict[tuple[Any, str], list[dict[str, float]]] = {}
+    for level in levels:
+        for number in range(rounds):
+            for form in FORMS if number % 2 == 0 else FORMS[::-1]:
+                samples.setdefault((level, form), []).append(measure(level, form))
+    return samples
 
 
 def _clients(

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import shlex
 import statistics
 import sys
@@ -229,12 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = args.out or RESULTS / f"{system_clock().date().isoformat()}-warm-path.json"
     command = "python -m bench.warm_path " + shlex.join(sys.argv[1:] if argv is None else argv)
-    result: dict[str, Any] = {"command": command, "machine": environment.machine(),
-                              "load_average_at_start": list(os.getloadavg())}
-    result["warm_path"] = measure(args.rounds, args.calls)
-    result["load_average_at_end"] = list(os.getloadavg())
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    result = environment.recorded(command, out, lambda: {"warm_path": measure(args.rounds, args.calls)})
     print("| piece | after us CPU | before us CPU | ratio |\n| --- | --- | --- | --- |")
     for name, figures in result["warm_path"].items():
         print(f"| {name} | {figures['after_cpu_us']} | {figures['before_cpu_us']} | {figures['ratio']} |")
