@@ -153,15 +153,9 @@ def recorded(command: str, out: Path, measure: Callable[[], dict[str, Any]]) -> 
     reaches itself) and write one JSON result to ``out``: the command, the machine, the load
     average around the run, its duration, and what ``measure()`` returns."""
     started = time.perf_counter()
-    result: dict[str, Any] = {
-        "command": command, "machine": machine(), "load_average_at_start": list(os.getloadavg()),
-    }
+    result = _head(command)
     result.update(measure())
-    result["duration_s"] = round(time.perf_counter() - started, 1)
-    result["load_average_at_end"] = list(os.getloadavg())
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    return result
+    return _written(result, started, out)
 
 
 def recorded_run(
@@ -178,16 +172,27 @@ def recorded_run(
     with engine_url(engine_url_arg, heap) as url:
         engine = connect(EngineSettings(url=url, timeout_s=60))
         try:
-            result: dict[str, Any] = {
-                "command": command,
-                "started_at": system_clock().isoformat(timespec="seconds"),
-                "machine": machine(),
-                "load_average_at_start": list(os.getloadavg()),
-                "engine": engine_facts(engine) | {"started_by_bench": not engine_url_arg},
-            }
+            result = _head(command)
+            result["engine"] = engine_facts(engine) | {"started_by_bench": not engine_url_arg}
             result.update(measure(engine, url))
         finally:
             engine.close()
+    return _written(result, started, out)
+
+
+def _head(command: str) -> dict[str, Any]:
+    """A result's first fields: the command, when it started, the machine, the load average."""
+    return {
+        "command": command,
+        "started_at": system_clock().isoformat(timespec="seconds"),
+        "machine": machine(),
+        "load_average_at_start": list(os.getloadavg()),
+    }
+
+
+def _written(result: dict[str, Any], started: float, out: Path) -> dict[str, Any]:
+    """``result`` with its duration since ``started`` and the load average at its end,
+    written to ``out`` as JSON."""
     result["duration_s"] = round(time.perf_counter() - started, 1)
     result["load_average_at_end"] = list(os.getloadavg())
     out.parent.mkdir(parents=True, exist_ok=True)
