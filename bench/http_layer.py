@@ -14,7 +14,9 @@ round):
   other levels; as many threads, each with its own connection, for ``S`` seconds per
   variant, variants one after another per level, the order alternating per level), with
   the CPU per request of the variant's server (its process tree, user + system, from
-  ``/proc``) during each phase.
+  ``/proc``) during each phase, and at ``--workers 1`` the decision log's group commit over
+  the phase (batches, records per batch, write + sync time per batch, from the server's
+  ``govsearch_audit_batch_*`` metrics; none from a server without them).
 
 The result goes to ``bench/results/<UTC date>-http-layer.json`` with the command, the
 machine and the load average; on a shared machine, read the ratios between variants.
@@ -34,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench import environment
 from bench.governed import INTENTS
@@ -109,14 +112,18 @@ def run(engine: Engine, url: str, variants: dict[str, dict[str, str]], workers: 
             single = _single_client(bases, intents, rounds)
             throughput: dict[str, dict[str, float]] = {}
             service_cpu: dict[str, dict[str, float]] = {}
+            batches: dict[str, dict[str, dict[str, float]]] = {}
             for number, threads in enumerate(concurrency):
                 names = list(bases) if number % 2 == 0 else list(bases)[::-1]
                 throughput[str(threads)], service_cpu[str(threads)] = {}, {}
                 for name in names:
+                    before = _batches(bases[name]) if workers == 1 else None
                     metered = _metered(governed, bases[name], intents, threads, seconds,
                                        {"service": partial(environment.tree_cpu_s, pids[name])})
                     throughput[str(threads)][name] = metered["req_s"]
                     service_cpu[str(threads)][name] = metered["service_cpu_ms"]
+                    if before is not None:
+                        batches.setdefault(str(threads), {})[name] = _batched(before, _batches(bases[name]))
         finally:
             for process in processes:
                 process.send_signal(signal.SIGTERM)
@@ -124,7 +131,40 @@ def run(engine: Engine, url: str, variants: dict[str, dict[str, str]], workers: 
                 process.wait(timeout=60)
     return {"http_layer": {"workers": workers, "variants": variants, "rounds": rounds, "seconds": seconds,
                            "single_client": single, "throughput_req_s": throughput,
-                           "service_cpu_ms_per_request": service_cpu}}
+                           "service_cpu_ms_per_request": service_cpu, "audit_batches": batches}}
+
+
+def _batches(base: str) -> tuple[float, float, float] | None:
+    """The decision log's batches so far, from the server's ``/metrics`` (its one worker's)."""
+    return batch_totals(httpx.get(base + "/metrics", timeout=30).raise_for_status().text)
+
+
+def batch_totals(text: str) -> tuple[float, float, float] | None:
+    """The decision log's batches, records and batch seconds so far in a ``/metrics`` text;
+    None for a text without ``govsearch_audit_batch_*`` (a server of an older checkout)."""
+    found: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.labels.get("log") == "decisions" and sample.name in _BATCH_SAMPLES:
+                found[sample.name] = sample.value
+    if len(found) < len(_BATCH_SAMPLES):
+        return None
+    return tuple(found[name] for name in _BATCH_SAMPLES)  # type: ignore[return-value]
+
+
+_BATCH_SAMPLES = ("govsearch_audit_batch_records_count", "govsearch_audit_batch_records_sum",
+                  "govsearch_audit_batch_seconds_sum")
+
+
+Totals = tuple[float, float, float]
+
+
+def _batched(before: Totals, after: Totals | None) -> dict[str, float]:
+    """A phase's group commit: how many records shared a write and a sync, and its time."""
+    assert after is not None
+    batches, records, seconds = (later - earlier for later, earlier in zip(after, before, strict=True))
+    return {"batches": batches, "records_per_batch": round(records / max(batches, 1), 2),
+            "batch_ms": round(seconds * 1000 / max(batches, 1), 3)}
 
 
 def report(result: dict[str, Any]) -> str:
@@ -150,6 +190,14 @@ def report(result: dict[str, Any]) -> str:
                   "| --- | " + " | ".join("---" for _ in cpu) + " |"]
         for name in layer["single_client"]:
             lines.append(f"| {name} | " + " | ".join(str(level[name]) for level in cpu.values()) + " |")
+    batches = layer.get("audit_batches")
+    if batches:  # measured at --workers 1, from a server with the batch metrics
+        lines += ["", "| concurrency | variant | batches | records per batch | batch write + sync ms |",
+                  "| --- | --- | --- | --- | --- |"]
+        for level, variants in batches.items():
+            for name, figures in variants.items():
+                lines.append(f"| {level} | {name} | {figures['batches']:.0f} | {figures['records_per_batch']}"
+                             f" | {figures['batch_ms']} |")
     return "\n".join(lines)
 
 

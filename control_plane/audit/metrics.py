@@ -20,7 +20,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
@@ -30,6 +30,10 @@ from control_plane.times import parse_time
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+BATCH_RECORDS_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+"""records per audit batch: up to ``audit.batch`` (256 by default)"""
+BATCH_SECONDS_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+"""one batch's write and sync: a fraction of a millisecond on a local disk"""
 _BOUNDS: tuple[str, ...] = (*(floatToGoString(bound) for bound in BUCKETS), "+Inf")  # type: ignore[no-untyped-call]
 _CREATED = os.environ.get("PROMETHEUS_DISABLE_CREATED_SERIES", "False").lower() not in ("true", "1", "t")
 """``*_created`` samples, as ``prometheus_client`` decides (read once, at import, as it does)"""
@@ -179,6 +183,20 @@ class Metrics:
         )
         self.buffered = Gauge(
             "govsearch_audit_buffered_records", "audit records waiting to be written", registry=r
+        )
+        self.batch_records = Histogram(
+            "govsearch_audit_batch_records",
+            "records per audit batch written by a log's writer (one write, one sync: the group commit)",
+            ["log"],
+            buckets=BATCH_RECORDS_BUCKETS,
+            registry=r,
+        )
+        self.batch_seconds = Histogram(
+            "govsearch_audit_batch_seconds",
+            "time a log's writer took to write one batch and sync it (the sink's whole call)",
+            ["log"],
+            buckets=BATCH_SECONDS_BUCKETS,
+            registry=r,
         )
         self.backlog_refusals = Counter(
             "govsearch_audit_backlog_refusals",

@@ -15,6 +15,8 @@ No request ever holds a lock across file or engine I/O.
   requests waiting on it are answered, their records held in memory, as before the writer
   existed: ``/readyz`` fails while anything is held, and once the queue is full requests are
   refused. Nothing is given up.
+- **Measured**: each batch written whole, its size (``govsearch_audit_batch_records``) and the
+  sink's time to write and sync it (``govsearch_audit_batch_seconds``), per log.
 - **Checkpoints**: after a batch when due (every N records or T seconds), when idle and due,
   and on ``close`` (shutdown), which first drains the queue.
 
@@ -136,6 +138,9 @@ class ChainedLog:
         self.metrics = metrics
         self.name = name
         """the log's name in its checkpoints (``decisions`` or ``events``)"""
+        self._batch_records = metrics.batch_records.labels(name)
+        self._batch_seconds = metrics.batch_seconds.labels(name)
+        """a batch written whole (and synced at ``group``): its size and the sink's time"""
         self._keys = keys
         self._checkpointing = checkpointing
         self._fresh = fresh
@@ -375,7 +380,10 @@ class ChainedLog:
                     sealed.append(record)
                     lines.append(line)
                 written = answer if self._commit == "written" else None  # before the sync
+                started = monotonic_time.monotonic()
                 write_all(self.sink, sealed, written, lines)
+                self._batch_seconds.observe(monotonic_time.monotonic() - started)
+                self._batch_records.observe(len(sealed))
                 self._since_checkpoint += len(sealed)
                 self.last_error = None  # (a failed sync stays reported: ``sync_error``)
             except (SinkError, EngineError, OSError, AuditKeyError) as failure:

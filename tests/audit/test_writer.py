@@ -122,3 +122,36 @@ def test_shutdown_is_checkpointed_even_when_an_interval_checkpoint_holds_the_hea
         checkpoints=[json.loads(line) for line in checkpoints_path.read_text().splitlines()],
     )
     assert report.ok and report.writers["test-writer"].checkpoint_reason == "shutdown", report
+
+
+def _sample(metrics: str, name: str) -> float:
+    (line,) = [line for line in metrics.splitlines() if line.startswith(name + " ")]
+    return float(line.split()[-1])
+
+
+def test_a_batch_is_measured_once_its_size_and_its_write(tmp_path: Path) -> None:
+    """Twenty requests queue while the file is locked: one batch is blocked in its write, the
+    rest wait behind it and go in batches of at most ``audit.batch`` (8): 3 or 4 batches, 20
+    records, each batch's write and sync timed once (``govsearch_audit_batch_*``)."""
+    recorder = jsonl_recorder(tmp_path, batch=8)
+    path = tmp_path / "decisions.jsonl"
+    count = 20
+    with held(path):
+        requests = [threading.Thread(target=recorder.failure, args=(f"req-{n}", ERROR)) for n in range(count)]
+        for request in requests:
+            request.start()
+        while recorder.decisions.buffered_total() < count:  # every record queued behind the lock
+            threading.Event().wait(0.01)
+    for request in requests:
+        request.join()
+    recorder.decisions.quiesce()
+    metrics = recorder.metrics.render().decode()
+    batches = _sample(metrics, 'govsearch_audit_batch_records_count{log="decisions"}')
+    assert _sample(metrics, 'govsearch_audit_batch_records_sum{log="decisions"}') == count
+    assert 3 <= batches <= 4, metrics
+    assert _sample(metrics, 'govsearch_audit_batch_records_bucket{le="8.0",log="decisions"}') == batches
+    assert _sample(metrics, 'govsearch_audit_batch_seconds_count{log="decisions"}') == batches
+    assert _sample(metrics, 'govsearch_audit_batch_seconds_sum{log="decisions"}') > 0
+    assert _sample(metrics, 'govsearch_audit_batch_records_count{log="events"}') == 0  # nothing there yet
+    recorder.close()
+    assert len(_ids(path)) == count
