@@ -9,7 +9,7 @@ the code before a change), and measures, interleaved (the variant order alternat
 round):
 
 - single client: ``GET /healthz`` and ``POST /v1/search`` over the demo intents, one httpx
-  client per variant;
+  client per variant (the search's p50 per intent too);
 - throughput of ``POST /v1/search`` at concurrency 4 and 16 (``--concurrency 1,4,16`` for
   other levels; as many threads, each with its own connection, for ``S`` seconds per
   variant, variants one after another per level, the order alternating per level), with
@@ -68,6 +68,7 @@ def _single_client(bases: dict[str, str], intents: list[str], rounds: int) -> di
     clients = {name: httpx.Client(base_url=base, timeout=30) for name, base in bases.items()}
     health: dict[str, list[int]] = {name: [] for name in bases}
     search: dict[str, list[int]] = {name: [] for name in bases}
+    by_intent: dict[str, dict[str, list[int]]] = {name: {intent: [] for intent in intents} for name in bases}
     names = list(bases)
     try:
         for number in range(3 + rounds):
@@ -83,10 +84,20 @@ def _single_client(bases: dict[str, str], intents: list[str], rounds: int) -> di
                     if number >= 3:
                         health[name].append(middle - started)
                         search[name].append(ended - middle)
+                        by_intent[name][intent].append(ended - middle)
     finally:
         for client in clients.values():
             client.close()
-    return {name: {"healthz": summary(health[name]), "search_warm": summary(search[name])} for name in bases}
+    return {
+        name: {
+            "healthz": summary(health[name]),
+            "search_warm": summary(search[name]),
+            "search_p50_ms_by_intent": {
+                intent: summary(found)["p50_ms"] for intent, found in by_intent[name].items()
+            },
+        }
+        for name in bases
+    }
 
 
 def run(engine: Engine, url: str, variants: dict[str, dict[str, str]], workers: int, seconds: float,

@@ -74,6 +74,11 @@ class SearchSettings(Section):
     alone then relaxed and broad together, strict and relaxed together then broad (ADR
     0032), or all in one ``_msearch``; a plan that ran before sends every tier up to where
     it stopped last time in one request (ADR 0013)"""
+    speculation: bool = True
+    """a plan miss of a request without a user whose intent shares no word with any trigger
+    phrase sends its percolation and the first tiers of the plan it gets when nothing is
+    matched in one ``_msearch``; the percolation decides whether those answers are served
+    (ADR 0048). False: the percolation first, then the tiers"""
 
 
 class ApiSettings(Section):
@@ -233,6 +238,7 @@ ENV_OVERRIDES: dict[str, tuple[str, str]] = {
     "GOVSEARCH_MIN_HITS": ("search", "min_hits"),
     "GOVSEARCH_TIER_BATCHING": ("search", "tier_batching"),
     "GOVSEARCH_PLAN_CACHE_SIZE": ("search", "plan_cache_size"),
+    "GOVSEARCH_SEARCH_SPECULATION": ("search", "speculation"),
     "GOVSEARCH_REQUEST_DEADLINE": ("api", "request_deadline_s"),
     "GOVSEARCH_API_THREADS": ("api", "threads"),
     "GOVSEARCH_API_ACCESS_LOG": ("api", "access_log"),

@@ -140,6 +140,21 @@ def drive(steps: Steps[T], msearch: Callable[[Searches], Sequence[Mapping[str, A
     """Run ``steps``, each ``_msearch`` through ``msearch``."""
     try:
         searches = next(steps)
+    except StopIteration as done:
+        result: T = done.value
+        return result
+    return resume(steps, msearch(searches), msearch)
+
+
+def resume(
+    steps: Steps[T],
+    answers: Sequence[Mapping[str, Any]],
+    msearch: Callable[[Searches], Sequence[Mapping[str, Any]]],
+) -> T:
+    """Run ``steps`` on from its first ``_msearch``, which the caller sent (with searches of
+    its own, say) and got ``answers`` to; the next ones through ``msearch``."""
+    try:
+        searches = steps.send(answers)
         while True:
             searches = steps.send(msearch(searches))
     except StopIteration as done:

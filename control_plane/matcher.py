@@ -64,6 +64,7 @@ analysing the intent again per hit; the spans are the same (ADR 0037).
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -423,7 +424,12 @@ class Triggers:
     and read once per group (:class:`_Read`). A group's match is built once per request
     and given with the ids of its applying members (a :class:`~control_plane.matches.MatchGroup`)."""
 
-    def __init__(self, groups: Iterable[_Group], read: Iterable[_Read] = ()) -> None:
+    def __init__(
+        self, groups: Iterable[_Group], read: Iterable[_Read] = (), words: frozenset[str] | None = None
+    ) -> None:
+        self.words = words
+        """every word (and sign) of every phrase the trigger documents are made of, casefolded
+        (:func:`words_of`); None: not known (:meth:`may_match` then says yes)"""
         self.always, by_document = _indexed(((g.documents, g) for g in groups), lambda g: g.kind == "always")
         self.bundles: dict[str, tuple[_Bundle, ...]] = {}
         """each document's groups merged, per group kind (:class:`_Bundle`)"""
@@ -452,11 +458,13 @@ class Triggers:
         plain: dict[tuple[str, tuple[str, ...]], tuple[str, ...]] = {}
         # 100,000 policies share a few thousand phrases: normalise and hash each once
         ids: dict[tuple[str, str], str | None] = {}
+        words: set[str] = set()
 
         def document(kind: str, phrase: str) -> str | None:
             if (kind, phrase) not in ids:
                 text = normalise(phrase)
                 ids[(kind, phrase)] = trigger_id(kind, text) if text else None
+                words.update(words_of(text))
             return ids[(kind, phrase)]
 
         def own_documents(trigger: Trigger) -> tuple[str, ...]:
@@ -487,7 +495,16 @@ class Triggers:
             )
             for trigger, p in readers.items()
         ]
-        return cls(groups, read)
+        return cls(groups, read, frozenset(words))
+
+    def may_match(self, intent: str) -> bool:
+        """A guess, pure and per version: False when ``intent`` shares no word (nor sign) with
+        any phrase of the trigger documents, so its percolation will likely find none (the
+        engine's analyzer, the standard tokenizer lowercased, matches only tokens that both
+        hold). It can be wrong at the edges of its word splitting (the tokenizer's word
+        boundaries are Unicode's, UAX #29); the percolation is still what decides, and a wrong
+        guess costs a search sent for nothing (ADR 0048)."""
+        return self.words is None or not self.words.isdisjoint(words_of(intent))
 
     def expand(
         self, intent: str, ranges: Mapping[str, list[tuple[int, int]]], cohorts: frozenset[str], now: datetime
@@ -661,6 +678,21 @@ def match(
     if marked and not any(hit["_id"] == LAYOUT_ID for hit in hits):
         return _match_legacy(engine, index, intent, policies, cohorts=cohorts, now=now)
     return expanded(intent, _ranges_of(hits), policies, cohorts=cohorts, now=now)
+
+
+_ONE_BY_ONE = (
+    "\u2e80-\u2fdf\u3040-\u30ff\u3100-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
+    "\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f"
+)
+"""ideographs, kana and hangul: the standard tokenizer may cut between any two of them, or
+between one of them and a letter, so each is a word of its own here"""
+_WORDS = re.compile(rf"[{_ONE_BY_ONE}]|[^\W{_ONE_BY_ONE}]+|[^\w\s]")
+
+
+def words_of(text: str) -> set[str]:
+    """The words of ``text`` (runs of word characters, each ideograph, kana or hangul
+    apart) and its other signs, casefolded."""
+    return set(_WORDS.findall(text.casefold()))
 
 
 Percolated = Mapping[str, list[tuple[int, int]]]

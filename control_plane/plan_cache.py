@@ -147,6 +147,10 @@ class PlanCache(Generic[T]):
         with self._lock:
             self.hits += 1
 
+    def note_miss(self) -> None:
+        with self._lock:
+            self.misses += 1
+
     def put(
         self,
         version: str,

@@ -1,6 +1,7 @@
 """The governed search pipeline, wired: normalise -> match (+ purchases, in the same
 ``_msearch``) -> compose -> render -> execute. Pure stages in the middle, engine I/O at the
-ends.
+ends. A miss whose intent shares no word with any trigger sends its match and its first
+tiers in one ``_msearch``, the match deciding whether those answers are served (ADR 0048).
 
 One request works on one snapshot: the concrete policies index the live alias pointed
 to when the request started, and the policy set stored in that index. A promotion that
@@ -45,6 +46,7 @@ from control_plane.executor import (
     execution_steps,
     replay_of,
     replay_steps,
+    resume,
     tier_batches,
     tiers_for,
 )
@@ -339,9 +341,11 @@ class SearchService:
         stages: list[StageTiming],
         *,
         cached_only: bool,
+        percolated: matcher.Percolated | None = None,
     ) -> Compiled | None:
         """:meth:`_compile` on ``snapshot``; ``cached_only``: None instead of any engine call
-        (the plan or the user's purchases not cached)."""
+        (the plan or the user's purchases not cached); ``percolated``: what percolating the
+        intent on the snapshot's index found, when the caller did it."""
         live, by_id = snapshot
         normalised = search_intent(request.intent)
         intent = normalised.text
@@ -367,7 +371,9 @@ class SearchService:
             # window): its hits again, no round trip (ADR 0043); kept per load of the index:
             # one rewritten under its name and served again is another load
             scope = f"{live.index}#{live.load}"
-            known = self.percolations.get(scope, intent, now) if live.layout == "triggers" else None
+            known = percolated
+            if known is None and live.layout == "triggers":
+                known = self.percolations.get(scope, intent, now)
             # both needed: one ``_msearch`` (ADR 0032); a legacy index is matched its own way,
             # so its purchases are looked up alone below (ADR 0037), as they are when the
             # percolation is known
@@ -468,12 +474,78 @@ class SearchService:
         with counted_requests() as requests:
             stages: list[StageTiming] = []
             started = time.perf_counter()
-            compiled = self._compile(request, now, stages)
-            compiled_at = time.perf_counter()
-            steps = self._executing(compiled, request, stages, self.catalog.generation())
-            execution = drive(steps, self.engine.msearch)
+            speculated = self._speculated(request, now, stages) if self.settings.search.speculation else None
+            if speculated is None:
+                compiled = self._compile(request, now, stages)
+                compiled_at = time.perf_counter()
+                steps = self._executing(compiled, request, stages, self.catalog.generation())
+                execution = drive(steps, self.engine.msearch)
+            else:
+                compiled, execution, compiled_at = speculated
             done = time.perf_counter()
         return _outcome(compiled, execution, stages, (started, compiled_at, done), now, requests[0])
+
+    def _speculated(
+        self, request: SearchRequest, now: datetime, stages: list[StageTiming]
+    ) -> tuple[Compiled, Execution, float] | None:
+        """A plan miss of a request without a user, whose intent is unlikely to match any
+        trigger (:meth:`~control_plane.matcher.Triggers.may_match`): its percolation and the
+        first tiers of the plan it gets when the percolation finds nothing, in one
+        ``_msearch`` (ADR 0048). The percolation decides. Found nothing: that plan is the
+        plan (the same composition of the same matches, hence the same bodies), cached as
+        any, and those answers are its first tiers'. Found something: the answers are
+        dropped and the plan is composed from what it found, as on any miss, without
+        percolating again. None: not tried (a user, a legacy index, an intent that may
+        match, a plan or a percolation known)."""
+        if request.user_id is not None:
+            return None
+        snapshot = self.snapshot()
+        live, by_id = snapshot
+        if live.layout != "triggers" or not isinstance(by_id, matcher.PolicyMap):
+            return None
+        normalised = search_intent(request.intent)
+        intent = normalised.text
+        version = live.policy_set.version
+        key = (intent.casefold(), request.cohorts, request.market)
+        scope = f"{live.index}#{live.load}"
+        if (
+            by_id.triggers.may_match(intent)
+            or self.cache.get(version, key, now, counted=False) is not None
+            or self.percolations.get(scope, intent, now) is not None
+        ):
+            return None
+        started = time.perf_counter_ns()
+        unmatched = matcher.expanded(intent, {}, by_id, cohorts=request.cohorts, now=now)
+        context = self._context(request)
+        composition = _timed(stages, "compose", compose, live.policy_set, intent, unmatched, context)
+        plan = Compiled(
+            policy_set_version=version,
+            policies_index=live.index,
+            intent=intent,
+            composition=composition,
+            personalization=(),
+        )
+        compiled = replace(
+            plan, personalization=personalization.purchase_boosts((), now), normalisation=normalised
+        )
+        steps = self._executing(compiled, request, stages, self.catalog.generation())
+        searches = next(steps)
+        answers = self.engine.msearch([matcher.percolation(live.index, intent, live.layout), *searches])
+        known = matcher.percolated(self.engine, live.index, intent, first=answers[0])
+        stages.append(StageTiming("percolate", started, time.perf_counter_ns()))
+        self.percolations.put(scope, intent, known, None)
+        if known:  # the guess was wrong: a miss like any other, its percolation done
+            steps.close()
+            found = self._compile_from(snapshot, request, now, stages, cached_only=False, percolated=known)
+            assert found is not None
+            compiled_at = time.perf_counter()
+            steps = self._executing(found, request, stages, self.catalog.generation())
+            return found, drive(steps, self.engine.msearch), compiled_at
+        self.cache.note_miss()
+        edges = next_boundary(live.policy_set, now), previous_boundary(live.policy_set, now)
+        self.cache.put(version, key, plan, *edges)
+        compiled_at = time.perf_counter()
+        return compiled, resume(steps, answers[1:], self.engine.msearch), compiled_at
 
     async def search_cached(
         self, request: SearchRequest, now: datetime, engine: AsyncEngine

@@ -1,0 +1,207 @@
+"""Speculation against the real engine (ADR 0048): a plan miss of a request without a user,
+whose intent shares no word with any trigger phrase, sends its percolation and the first
+tiers of the plan it gets when nothing matches in one ``_msearch``. Whatever the guess, the
+answer, the plan and the bodies are those of the search without speculation; the
+percolation decides, and its failure fails the search."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import datetime
+
+import pytest
+
+from bench.governed import INTENTS
+from control_plane import matcher
+from control_plane.bootstrap import Ready
+from control_plane.config import Settings
+from control_plane.engine import Engine, EngineError
+from control_plane.intent_text import search_intent
+from control_plane.lifecycle.regression import load_queries
+from control_plane.loader import load_policy_set
+from control_plane.service import SearchRequest, SearchService
+from tests.clocks import FIXED_NOW
+from tests.e2e.conftest import ready, settings  # noqa: F401
+from tests.integration.test_hot_path import CHRISTMAS, QUERIES, Recording, _seen, _service
+
+UNMATCHED = ("mustard", "french toast", "salad dressing", "vanilla ice cream", "lentils")
+"""demo intents no trigger phrase shares a word with"""
+MATCHED = ("chocolate", "cheap chocolate", "chocolat sans arachide", "baby formula", "clearance")
+NOTHING_FOUND = "quantum xylophone"
+"""no product has these words: every tier runs (the first with the percolation)"""
+
+
+def _items(path: str, body: object) -> list[str]:
+    """The indices one request searched, in order (an ``_msearch``'s items, or a ``_search``'s)."""
+    if path == "/_msearch":
+        assert isinstance(body, str)
+        return [json.loads(header)["index"] for header in body.splitlines()[::2]]
+    return [path.split("/")[1]]
+
+
+@pytest.fixture()
+def pair(
+    engine: Engine, settings: Settings, ready: Ready  # noqa: F811
+) -> Iterator[tuple[Recording, SearchService, SearchService]]:
+    """A recorded service that speculates, one that does not; neither caches plans (every
+    search a miss). Their watches are read before the test."""
+    recording = Recording(engine)
+    on = _service(recording, settings, ready, plan_cache_size=0, speculation=True)
+    off = _service(engine, settings, ready, plan_cache_size=0, speculation=False)
+    for service in (on, off):
+        service.search(SearchRequest(intent="oranges"), FIXED_NOW)
+    recording.sent.clear()
+    yield recording, on, off
+    on.close()
+    off.close()
+
+
+def _same(first: SearchService, second: SearchService, request: SearchRequest, now: datetime) -> None:
+    one, other = first.search(request, now), second.search(request, now)
+    assert _seen(one.execution) == _seen(other.execution)
+    assert one.compiled.composition == other.compiled.composition
+    assert one.compiled.explanation_data() == other.compiled.explanation_data()
+    assert one.compiled.plan_data() == other.compiled.plan_data()
+
+
+@pytest.mark.parametrize("now", [FIXED_NOW, CHRISTMAS], ids=["ordinary-day", "christmas"])
+@pytest.mark.parametrize("intent", UNMATCHED)
+def test_an_unmatched_intent_takes_one_round_trip_and_is_served_as_without_speculation(
+    pair: tuple[Recording, SearchService, SearchService], ready: Ready, intent: str, now: datetime  # noqa: F811
+) -> None:
+    recording, on, off = pair
+    _, policies = on.snapshot()
+    assert isinstance(policies, matcher.PolicyMap) and not policies.triggers.may_match(intent)
+    for cohorts in ((), ("vegan",)):
+        request = SearchRequest(intent=intent, cohorts=cohorts)
+        recording.sent.clear()
+        outcome = on.search(request, now)
+        first = recording.sent[0]
+        assert first[1] == "/_msearch"
+        assert _items(first[1], first[2]) == [ready.policies_index, on.profile.alias]  # percolation, strict
+        assert outcome.engine_requests == outcome.execution.round_trips == len(recording.sent)
+        assert off.search(request, now).engine_requests == outcome.engine_requests + 1
+        _same(on, off, request, now)
+
+
+def test_tiers_past_the_first_are_sent_after_it_as_without_speculation(
+    pair: tuple[Recording, SearchService, SearchService], ready: Ready  # noqa: F811
+) -> None:
+    recording, on, off = pair
+    request = SearchRequest(intent=NOTHING_FOUND)
+    outcome = on.search(request, FIXED_NOW)
+    assert outcome.execution.status == "no_results"
+    assert [run.tier for run in outcome.execution.runs] == ["strict", "relaxed", "broad"]
+    assert len(recording.sent) == outcome.engine_requests == 3  # the strict tier went with the percolation
+    assert [_items(path, body) for _, path, body in recording.sent[1:]] == [[on.profile.alias]] * 2
+    _same(on, off, request, FIXED_NOW)
+
+
+@pytest.mark.parametrize("intent", MATCHED)
+def test_a_matched_intent_is_not_speculated(
+    pair: tuple[Recording, SearchService, SearchService], ready: Ready, intent: str  # noqa: F811
+) -> None:
+    recording, on, off = pair
+    outcome = on.search(SearchRequest(intent=intent), FIXED_NOW)
+    assert recording.sent[0][1] == f"/{ready.policies_index}/_search"  # the percolation alone, first
+    assert outcome.engine_requests == off.search(SearchRequest(intent=intent), FIXED_NOW).engine_requests
+    _same(on, off, SearchRequest(intent=intent), FIXED_NOW)
+
+
+@pytest.fixture()
+def every_guess_wrong(pair: tuple[Recording, SearchService, SearchService]) -> Iterator[None]:
+    """The speculating service's triggers guess that no intent matches anything."""
+    _, policies = pair[1].snapshot()
+    assert isinstance(policies, matcher.PolicyMap)
+    words, policies.triggers.words = policies.triggers.words, frozenset()
+    yield
+    policies.triggers.words = words
+
+
+@pytest.mark.parametrize("intent", MATCHED)
+def test_a_wrong_guess_serves_what_the_percolation_found_without_percolating_again(
+    pair: tuple[Recording, SearchService, SearchService], every_guess_wrong: None, ready: Ready, intent: str  # noqa: F811
+) -> None:
+    recording, on, off = pair
+    request = SearchRequest(intent=intent)
+    outcome = on.search(request, FIXED_NOW)
+    assert outcome.compiled.composition.explanation.matched  # it matched: the guess was wrong
+    first, *tiers = recording.sent
+    assert _items(first[1], first[2]) == [ready.policies_index, on.profile.alias]
+    assert all(ready.policies_index not in _items(path, body) for _, path, body in tiers)  # percolated once
+    assert outcome.engine_requests == 1 + outcome.execution.round_trips
+    assert outcome.engine_requests == off.search(request, FIXED_NOW).engine_requests
+    _same(on, off, request, FIXED_NOW)
+
+
+def test_a_failed_percolation_fails_the_search_though_its_tiers_answered(
+    engine: Engine, settings: Settings, ready: Ready  # noqa: F811
+) -> None:
+    """The policies index closed: the percolation item fails, the catalog's tier answers.
+    Nothing is served and nothing is cached, with speculation as without."""
+    on = _service(engine, settings, ready, speculation=True)
+    off = _service(engine, settings, ready, speculation=False)
+    request = SearchRequest(intent="mustard")
+    try:
+        for service in (on, off):
+            service.search(SearchRequest(intent="oranges"), FIXED_NOW)  # the watches read
+        engine.request("POST", f"/{ready.policies_index}/_close")
+        for service in (on, off):
+            with pytest.raises(EngineError):
+                service.search(request, FIXED_NOW)
+        assert len(on.cache) == len(off.cache) == 1  # "oranges" alone
+    finally:
+        engine.request("POST", f"/{ready.policies_index}/_open")
+        health = {"wait_for_status": "yellow", "timeout": "30s"}
+        engine.request("GET", f"/_cluster/health/{ready.policies_index}", params=health)
+    served = on.search(request, FIXED_NOW)  # open again: speculated and served
+    assert served.engine_requests == 1 and served.execution.status == "ok"
+    on.close()
+    off.close()
+
+
+def _trigger_texts() -> list[str]:
+    """Every phrase of every demo trigger (a pattern's cues with a word after them)."""
+    texts = []
+    for policy in load_policy_set(QUERIES.parents[1]).policies:
+        trigger = policy.trigger
+        if trigger.kind == "pattern":
+            texts += [f"{cue} milk" for pattern in trigger.patterns for cue in pattern.cues]
+        elif trigger.kind != "always":
+            texts += list(trigger.values)
+    return texts
+
+
+def _corpus() -> list[str]:
+    """The bench's and the regression file's intents, each trigger phrase alone and glued to
+    what the tokenizer cuts at (ideographs, kana, hangul, signs, digits, apostrophes), in a
+    sentence, upper-cased; and words no demo trigger has."""
+    around = ("{}", "中{}", "{}中", "テ{}", "{}한", "{}!", "¿{}?", "«{}»", "l'{}", "{}'s", "2{}", "{}2",
+              "i want {} please", "{}-free", "#{}", "{}\u3000bio", "{}.")
+    texts = [*INTENTS, *(request.intent for request in load_queries(QUERIES))]
+    for phrase in _trigger_texts():
+        texts += [form.format(phrase) for form in around] + [phrase.upper()]
+    return [*texts, "mustard", "quantum xylophone", "pâtes complètes", "riz basmati", "🍫", "中文", "x"]
+
+
+def test_the_guess_never_says_no_to_an_intent_the_engine_matches(
+    engine: Engine, settings: Settings, ready: Ready  # noqa: F811
+) -> None:
+    """Against the engine's own percolation of the demo's published triggers: every intent
+    it finds a trigger document for, the guess says may match; and the guess does say no
+    (to intents the engine then finds nothing for), so speculation happens at all."""
+    service = _service(engine, settings, ready)
+    _, policies = service.snapshot()
+    service.close()
+    assert isinstance(policies, matcher.PolicyMap)
+    wrong, unmatched = [], 0
+    for raw in _corpus():
+        intent = search_intent(raw).text
+        found = matcher.percolated(engine, ready.policies_index, intent)
+        guess = policies.triggers.may_match(intent)
+        if found and not guess:
+            wrong.append((raw, intent, sorted(found)))
+        unmatched += not guess
+    assert not wrong
+    assert unmatched >= 8
