@@ -399,7 +399,8 @@ class SearchService:
                     self.engine, live.index, intent, by_id, cohorts=request.cohorts, now=now,
                     first=first, layout=live.layout,
                 )
-            stages.append(StageTiming("percolate", started, time.perf_counter_ns()))
+            if percolated is None:  # else the caller timed the percolation it did
+                stages.append(StageTiming("percolate", started, time.perf_counter_ns()))
             context = self._context(request)
             composition = _timed(stages, "compose", compose, live.policy_set, intent, matches, context)
             plan = Compiled(
@@ -514,7 +515,7 @@ class SearchService:
             or self.percolations.get(scope, intent, now) is not None
         ):
             return None
-        started = time.perf_counter_ns()
+        mark, started = len(stages), time.perf_counter_ns()
         unmatched = matcher.expanded(intent, {}, by_id, cohorts=request.cohorts, now=now)
         context = self._context(request)
         composition = _timed(stages, "compose", compose, live.policy_set, intent, unmatched, context)
@@ -532,15 +533,17 @@ class SearchService:
         searches = next(steps)
         answers = self.engine.msearch([matcher.percolation(live.index, intent, live.layout), *searches])
         known = matcher.percolated(self.engine, live.index, intent, first=answers[0])
-        stages.append(StageTiming("percolate", started, time.perf_counter_ns()))
+        percolate = StageTiming("percolate", started, time.perf_counter_ns())
         self.percolations.put(scope, intent, known, None)
         if known:  # the guess was wrong: a miss like any other, its percolation done
             steps.close()
+            stages[mark:] = [percolate]  # the plan's own compose and renders are timed next
             found = self._compile_from(snapshot, request, now, stages, cached_only=False, percolated=known)
             assert found is not None
             compiled_at = time.perf_counter()
             steps = self._executing(found, request, stages, self.catalog.generation())
             return found, drive(steps, self.engine.msearch), compiled_at
+        stages.append(percolate)
         self.cache.note_miss()
         edges = next_boundary(live.policy_set, now), previous_boundary(live.policy_set, now)
         self.cache.put(version, key, plan, *edges)

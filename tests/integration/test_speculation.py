@@ -81,6 +81,9 @@ def test_an_unmatched_intent_takes_one_round_trip_and_is_served_as_without_specu
         assert first[1] == "/_msearch"
         assert _items(first[1], first[2]) == [ready.policies_index, on.profile.alias]  # percolation, strict
         assert outcome.engine_requests == outcome.execution.round_trips == len(recording.sent)
+        stages = {stage.name: stage for stage in outcome.stages}
+        assert stages["percolate"].start_ns <= stages["compose"].start_ns  # the shared round trip
+        assert stages["percolate"].end_ns >= stages["render.strict"].end_ns
         assert off.search(request, now).engine_requests == outcome.engine_requests + 1
         _same(on, off, request, now)
 
@@ -132,6 +135,8 @@ def test_a_wrong_guess_serves_what_the_percolation_found_without_percolating_aga
     assert all(ready.policies_index not in _items(path, body) for _, path, body in tiers)  # percolated once
     assert outcome.engine_requests == 1 + outcome.execution.round_trips
     assert outcome.engine_requests == off.search(request, FIXED_NOW).engine_requests
+    names = [stage.name for stage in outcome.stages]  # the dropped plan's work is not timed as the plan's
+    assert names.count("compose") == names.count("percolate") == names.count("render.strict") == 1
     _same(on, off, request, FIXED_NOW)
 
 
