@@ -145,12 +145,16 @@ def run(engine: Engine, url: str, variants: dict[str, dict[str, str]], workers: 
                            "service_cpu_ms_per_request": service_cpu, "audit_batches": batches}}
 
 
-def _batches(base: str) -> tuple[float, float, float] | None:
+Totals = tuple[float, float, float]
+"""the decision log's batches, their records and their write + sync seconds, so far"""
+
+
+def _batches(base: str) -> Totals | None:
     """The decision log's batches so far, from the server's ``/metrics`` (its one worker's)."""
     return batch_totals(httpx.get(base + "/metrics", timeout=30).raise_for_status().text)
 
 
-def batch_totals(text: str) -> tuple[float, float, float] | None:
+def batch_totals(text: str) -> Totals | None:
     """The decision log's batches, records and batch seconds so far in a ``/metrics`` text;
     None for a text without ``govsearch_audit_batch_*`` (a server of an older checkout)."""
     found: dict[str, float] = {}
@@ -165,9 +169,6 @@ def batch_totals(text: str) -> tuple[float, float, float] | None:
 
 _BATCH_SAMPLES = ("govsearch_audit_batch_records_count", "govsearch_audit_batch_records_sum",
                   "govsearch_audit_batch_seconds_sum")
-
-
-Totals = tuple[float, float, float]
 
 
 def _batched(before: Totals, after: Totals | None) -> dict[str, float]:

@@ -51,6 +51,7 @@ from control_plane.executor import (
     tiers_for,
 )
 from control_plane.intent_text import NormalisedIntent, search_intent
+from control_plane.matches import Matches
 from control_plane.plan import Composition
 from control_plane.plan_cache import (
     PlanCache,
@@ -401,15 +402,7 @@ class SearchService:
                 )
             if percolated is None:  # else the caller timed the percolation it did
                 stages.append(StageTiming("percolate", started, time.perf_counter_ns()))
-            context = self._context(request)
-            composition = _timed(stages, "compose", compose, live.policy_set, intent, matches, context)
-            plan = Compiled(
-                policy_set_version=version,
-                policies_index=live.index,
-                intent=intent,
-                composition=composition,
-                personalization=(),
-            )
+            plan = self._planned(live, request, intent, matches, stages)
             self.cache.put(version, key, plan, *edges())
             hit = False
         else:
@@ -427,6 +420,27 @@ class SearchService:
             personalization=personalization.purchase_boosts(rows, now),
             purchases=rows,
             normalisation=normalised,
+        )
+
+    def _planned(
+        self,
+        live: policy_store.LivePolicySet,
+        request: SearchRequest,
+        intent: str,
+        matches: Matches,
+        stages: list[StageTiming],
+    ) -> Compiled:
+        """The plan-cache entry of ``matches`` of ``intent`` (composed, timed into ``stages``):
+        no user's boosts in it, they are added per request."""
+        composition = _timed(
+            stages, "compose", compose, live.policy_set, intent, matches, self._context(request)
+        )
+        return Compiled(
+            policy_set_version=live.policy_set.version,
+            policies_index=live.index,
+            intent=intent,
+            composition=composition,
+            personalization=(),
         )
 
     def _context(self, request: SearchRequest) -> ComposeContext:
@@ -517,15 +531,7 @@ class SearchService:
             return None
         mark, started = len(stages), time.perf_counter_ns()
         unmatched = matcher.expanded(intent, {}, by_id, cohorts=request.cohorts, now=now)
-        context = self._context(request)
-        composition = _timed(stages, "compose", compose, live.policy_set, intent, unmatched, context)
-        plan = Compiled(
-            policy_set_version=version,
-            policies_index=live.index,
-            intent=intent,
-            composition=composition,
-            personalization=(),
-        )
+        plan = self._planned(live, request, intent, unmatched, stages)
         compiled = replace(
             plan, personalization=personalization.purchase_boosts((), now), normalisation=normalised
         )
