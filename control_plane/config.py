@@ -75,10 +75,10 @@ class SearchSettings(Section):
     0032), or all in one ``_msearch``; a plan that ran before sends every tier up to where
     it stopped last time in one request (ADR 0013)"""
     speculation: bool = True
-    """a plan miss of a request without a user whose intent shares no word with any trigger
-    phrase sends its percolation and the first tiers of the plan it gets when nothing is
-    matched in one ``_msearch``; the percolation decides whether those answers are served
-    (ADR 0048). False: the percolation first, then the tiers"""
+    """a plan miss (of a request without a user, or whose user's purchases are cached) whose
+    intent shares no word with any trigger phrase sends its percolation and the first tiers
+    of the plan it gets when nothing is matched in one ``_msearch``; the percolation decides
+    whether those answers are served (ADR 0048). False: the percolation first, then the tiers"""
 
 
 class ApiSettings(Section):

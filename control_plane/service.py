@@ -503,17 +503,16 @@ class SearchService:
     def _speculated(
         self, request: SearchRequest, now: datetime, stages: list[StageTiming]
     ) -> tuple[Compiled, Execution, float] | None:
-        """A plan miss of a request without a user, whose intent is unlikely to match any
-        trigger (:meth:`~control_plane.matcher.Triggers.may_match`): its percolation and the
+        """A plan miss (of a request without a user, or whose user's purchases are cached),
+        whose intent is unlikely to match any trigger
+        (:meth:`~control_plane.matcher.Triggers.may_match`): its percolation and the
         first tiers of the plan it gets when the percolation finds nothing, in one
         ``_msearch`` (ADR 0048). The percolation decides. Found nothing: that plan is the
         plan (the same composition of the same matches, hence the same bodies), cached as
         any, and those answers are its first tiers'. Found something: the answers are
         dropped and the plan is composed from what it found, as on any miss, without
-        percolating again. None: not tried (a user, a legacy index, an intent that may
-        match, a plan or a percolation known)."""
-        if request.user_id is not None:
-            return None
+        percolating again. None: not tried (a user whose purchases are not cached, a legacy
+        index, an intent that may match, a plan or a percolation known)."""
         snapshot = self.snapshot()
         live, by_id = snapshot
         if live.layout != "triggers" or not isinstance(by_id, matcher.PolicyMap):
@@ -523,8 +522,11 @@ class SearchService:
         version = live.policy_set.version
         key = (intent.casefold(), request.cohorts, request.market)
         scope = f"{live.index}#{live.load}"
+        user = request.user_id
+        rows = self.purchases.get(version, user, now, counted=False) if user else ()
         if (
-            by_id.triggers.may_match(intent)
+            rows is None  # the user's purchases not known yet: they go with the percolation (ADR 0032)
+            or by_id.triggers.may_match(intent)
             or self.cache.get(version, key, now, counted=False) is not None
             or self.percolations.get(scope, intent, now) is not None
         ):
@@ -533,7 +535,10 @@ class SearchService:
         unmatched = matcher.expanded(intent, {}, by_id, cohorts=request.cohorts, now=now)
         plan = self._planned(live, request, intent, unmatched, stages)
         compiled = replace(
-            plan, personalization=personalization.purchase_boosts((), now), normalisation=normalised
+            plan,
+            personalization=personalization.purchase_boosts(rows, now),
+            purchases=rows,
+            normalisation=normalised,
         )
         steps = self._executing(compiled, request, stages, self.catalog.generation())
         searches = next(steps)
@@ -551,6 +556,8 @@ class SearchService:
             return found, drive(steps, self.engine.msearch), compiled_at
         stages.append(percolate)
         self.cache.note_miss()
+        if user:
+            self.purchases.note_hit()
         edges = next_boundary(live.policy_set, now), previous_boundary(live.policy_set, now)
         self.cache.put(version, key, plan, *edges)
         compiled_at = time.perf_counter()

@@ -20,7 +20,7 @@ from control_plane.engine import Engine, EngineError
 from control_plane.intent_text import search_intent
 from control_plane.lifecycle.regression import load_queries
 from control_plane.loader import load_policy_set
-from control_plane.service import SearchRequest, SearchService
+from control_plane.service import PURCHASES_INDEX, SearchRequest, SearchService
 from tests.clocks import FIXED_NOW
 from tests.e2e.conftest import ready, settings  # noqa: F401
 from tests.integration.test_hot_path import CHRISTMAS, QUERIES, Recording, _seen, _service
@@ -110,6 +110,36 @@ def test_a_matched_intent_is_not_speculated(
     assert recording.sent[0][1] == f"/{ready.policies_index}/_search"  # the percolation alone, first
     assert outcome.engine_requests == off.search(SearchRequest(intent=intent), FIXED_NOW).engine_requests
     _same(on, off, SearchRequest(intent=intent), FIXED_NOW)
+
+
+@pytest.mark.parametrize("intent", ["mustard", "lentils"])
+def test_a_user_whose_purchases_are_cached_is_speculated_with_the_boosts_of_a_search_without(
+    engine: Engine, settings: Settings, ready: Ready, intent: str  # noqa: F811
+) -> None:
+    """Plans cached: a first search caches alice's purchases; then a new unmatched intent is
+    a plan miss whose bodies carry her boosts: one round trip, the same answer. A user whose
+    purchases are not cached yet is not speculated (they go with the percolation)."""
+    recording = Recording(engine)
+    on = _service(recording, settings, ready, speculation=True)
+    off = _service(engine, settings, ready, speculation=False)
+    try:
+        for service in (on, off):
+            service.search(SearchRequest(intent="oranges", user_id="alice"), FIXED_NOW)  # her rows cached
+        recording.sent.clear()
+        request = SearchRequest(intent=intent, user_id="alice")
+        one, other = on.search(request, FIXED_NOW), off.search(request, FIXED_NOW)
+        assert not one.compiled.cached and one.compiled.purchases and one.compiled.personalization
+        assert one.engine_requests == 1 == other.engine_requests - 1 == len(recording.sent)
+        assert _seen(one.execution) == _seen(other.execution)
+        assert one.compiled.personalization == other.compiled.personalization
+        assert one.compiled.composition == other.compiled.composition
+        recording.sent.clear()
+        new = on.search(SearchRequest(intent=f"{intent} x", user_id="someone-new"), FIXED_NOW)
+        assert not new.compiled.cached  # a miss, not speculated: percolation and purchases together
+        assert _items(recording.sent[0][1], recording.sent[0][2]) == [ready.policies_index, PURCHASES_INDEX]
+    finally:
+        on.close()
+        off.close()
 
 
 @pytest.fixture()
