@@ -351,7 +351,7 @@ class SearchService:
         normalised = search_intent(request.intent)
         intent = normalised.text
         version = live.policy_set.version
-        key = (intent.casefold(), request.cohorts, request.market)
+        key = _plan_key(request, intent)
         counted = not cached_only  # a look the thread path may repeat counts there
         plan = self.cache.get(version, key, now, counted=counted)
         user = request.user_id
@@ -362,16 +362,13 @@ class SearchService:
             self.cache.note_hit()
             if user:
                 self.purchases.note_hit()
-        def edges() -> tuple[datetime | None, datetime | None]:  # what a cache entry holds between
-            return next_boundary(live.policy_set, now), previous_boundary(live.policy_set, now)
-
         if plan is None:
             started = time.perf_counter_ns()
             first = None  # the first percolation page, when sent with the purchases lookup
             # an intent percolated on this index before (other cohorts or market, an earlier
             # window): its hits again, no round trip (ADR 0043); kept per load of the index:
             # one rewritten under its name and served again is another load
-            scope = f"{live.index}#{live.load}"
+            scope = _percolation_scope(live)
             known = percolated
             if known is None and live.layout == "triggers":
                 known = self.percolations.get(scope, intent, now)
@@ -389,7 +386,7 @@ class SearchService:
                     matcher.percolation(live.index, intent, live.layout),
                 )
                 rows = tuple(found)
-                self.purchases.put(version, user, rows, *edges())
+                self.purchases.put(version, user, rows, *_held_between(live, now))
             if live.layout == "triggers":
                 if known is None:
                     known = matcher.percolated(self.engine, live.index, intent, first=first)
@@ -403,7 +400,7 @@ class SearchService:
             if percolated is None:  # else the caller timed the percolation it did
                 stages.append(StageTiming("percolate", started, time.perf_counter_ns()))
             plan = self._planned(live, request, intent, matches, stages)
-            self.cache.put(version, key, plan, *edges())
+            self.cache.put(version, key, plan, *_held_between(live, now))
             hit = False
         else:
             hit = True
@@ -411,16 +408,8 @@ class SearchService:
             rows = tuple(_timed(
                 stages, "purchases", personalization.lookup_purchases, self.engine, PURCHASES_INDEX, user
             ))
-            self.purchases.put(version, user, rows, *edges())
-        rows = rows or ()
-        # the plan holds until the next window edge; purchase ages move on
-        return replace(
-            plan,
-            cached=hit,
-            personalization=personalization.purchase_boosts(rows, now),
-            purchases=rows,
-            normalisation=normalised,
-        )
+            self.purchases.put(version, user, rows, *_held_between(live, now))
+        return _for_request(plan, rows or (), now, normalised, cached=hit)
 
     def _planned(
         self,
@@ -520,26 +509,21 @@ class SearchService:
         normalised = search_intent(request.intent)
         intent = normalised.text
         version = live.policy_set.version
-        key = (intent.casefold(), request.cohorts, request.market)
-        scope = f"{live.index}#{live.load}"
+        key = _plan_key(request, intent)
+        scope = _percolation_scope(live)
         user = request.user_id
         rows = self.purchases.get(version, user, now, counted=False) if user else ()
         if (
             rows is None  # the user's purchases not known yet: they go with the percolation (ADR 0032)
-            or by_id.triggers.may_match(intent)
             or self.cache.get(version, key, now, counted=False) is not None
             or self.percolations.get(scope, intent, now) is not None
+            or by_id.triggers.may_match(intent)
         ):
             return None
         mark, started = len(stages), time.perf_counter_ns()
         unmatched = matcher.expanded(intent, {}, by_id, cohorts=request.cohorts, now=now)
         plan = self._planned(live, request, intent, unmatched, stages)
-        compiled = replace(
-            plan,
-            personalization=personalization.purchase_boosts(rows, now),
-            purchases=rows,
-            normalisation=normalised,
-        )
+        compiled = _for_request(plan, rows, now, normalised, cached=False)
         steps = self._executing(compiled, request, stages, self.catalog.generation())
         searches = next(steps)
         answers = self.engine.msearch([matcher.percolation(live.index, intent, live.layout), *searches])
@@ -558,8 +542,7 @@ class SearchService:
         self.cache.note_miss()
         if user:
             self.purchases.note_hit()
-        edges = next_boundary(live.policy_set, now), previous_boundary(live.policy_set, now)
-        self.cache.put(version, key, plan, *edges)
+        self.cache.put(version, key, plan, *_held_between(live, now))
         compiled_at = time.perf_counter()
         return compiled, resume(steps, answers[1:], self.engine.msearch), compiled_at
 
@@ -620,6 +603,39 @@ class SearchService:
             renderings.replay = replay_of(execution, key)
         renderings.stop_tier = execution.runs[-1].tier
         return execution
+
+
+def _plan_key(request: SearchRequest, intent: str) -> tuple[str, tuple[str, ...], str | None]:
+    """The plan cache's key for ``request`` of normalised ``intent``: no user in it, a plan is
+    shared by every user."""
+    return (intent.casefold(), request.cohorts, request.market)
+
+
+def _percolation_scope(live: policy_store.LivePolicySet) -> str:
+    """What a kept percolation holds for: one load of the policies index (one rewritten
+    under its name and served again is another load)."""
+    return f"{live.index}#{live.load}"
+
+
+def _held_between(live: policy_store.LivePolicySet, now: datetime) -> tuple[datetime | None, datetime | None]:
+    """The window edges around ``now`` a cache entry made at ``now`` holds between."""
+    return next_boundary(live.policy_set, now), previous_boundary(live.policy_set, now)
+
+
+def _for_request(
+    plan: Compiled, rows: tuple[Mapping[str, Any], ...], now: datetime, normalised: NormalisedIntent,
+    *, cached: bool,
+) -> Compiled:
+    """The plan-cache entry ``plan`` for one request: its user's purchase ``rows`` and their
+    boosts at ``now`` (purchase ages move on; the plan holds until the next window edge), and
+    how its intent was normalised."""
+    return replace(
+        plan,
+        cached=cached,
+        personalization=personalization.purchase_boosts(rows, now),
+        purchases=rows,
+        normalisation=normalised,
+    )
 
 
 def _outcome(
