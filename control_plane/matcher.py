@@ -425,11 +425,19 @@ class Triggers:
     and given with the ids of its applying members (a :class:`~control_plane.matches.MatchGroup`)."""
 
     def __init__(
-        self, groups: Iterable[_Group], read: Iterable[_Read] = (), words: frozenset[str] | None = None
+        self,
+        groups: Iterable[_Group],
+        read: Iterable[_Read] = (),
+        words: frozenset[str] | None = None,
+        documents: Mapping[str, tuple[str, str]] | None = None,
     ) -> None:
         self.words = words
         """every word (and sign) of every phrase the trigger documents are made of, casefolded
         (:func:`words_of`); None: not known (:meth:`may_match` then says yes)"""
+        self.documents: Mapping[str, tuple[str, str]] = documents or {}
+        """each trigger document's id -> its kind (``phrase``, ``suffix``, ``exact``) and its
+        normalised text: what the engine stores a query of (:func:`index_documents`), read by
+        :mod:`control_plane.percolation_guess`"""
         self.always, by_document = _indexed(((g.documents, g) for g in groups), lambda g: g.kind == "always")
         self.bundles: dict[str, tuple[_Bundle, ...]] = {}
         """each document's groups merged, per group kind (:class:`_Bundle`)"""
@@ -459,12 +467,15 @@ class Triggers:
         # 100,000 policies share a few thousand phrases: normalise and hash each once
         ids: dict[tuple[str, str], str | None] = {}
         words: set[str] = set()
+        stored: dict[str, tuple[str, str]] = {}  # every document the index holds
 
         def document(kind: str, phrase: str) -> str | None:
             if (kind, phrase) not in ids:
                 text = normalise(phrase)
-                ids[(kind, phrase)] = trigger_id(kind, text) if text else None
+                ids[(kind, phrase)] = doc_id = trigger_id(kind, text) if text else None
                 words.update(words_of(text))
+                if doc_id is not None:
+                    stored[doc_id] = (kind, text)
             return ids[(kind, phrase)]
 
         def own_documents(trigger: Trigger) -> tuple[str, ...]:
@@ -472,8 +483,10 @@ class Triggers:
             return tuple(dict.fromkeys(d for p in own if (d := document(_query_kind(trigger, p), p))))
 
         for policy in policies:
-            if not policy.enabled:
-                continue  # never matched (the engine filtered them before)
+            if not policy.enabled:  # never matched; its documents are in the index all the same
+                for kind, phrase in _queries_of(policy.trigger):
+                    document(kind, phrase)
+                continue
             trigger = policy.trigger
             if trigger.kind in ("pattern", "vocabulary") or trigger.unless:
                 readers.setdefault(trigger, []).append(policy)  # equal triggers read alike
@@ -495,7 +508,7 @@ class Triggers:
             )
             for trigger, p in readers.items()
         ]
-        return cls(groups, read, frozenset(words))
+        return cls(groups, read, frozenset(words), stored)
 
     def may_match(self, intent: str) -> bool:
         """A guess, pure and per version: False when ``intent`` shares no word (nor sign) with

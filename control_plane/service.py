@@ -1,7 +1,8 @@
 """The governed search pipeline, wired: normalise -> match (+ purchases, in the same
 ``_msearch``) -> compose -> render -> execute. Pure stages in the middle, engine I/O at the
-ends. A miss whose intent shares no word with any trigger sends its match and its first
-tiers in one ``_msearch``, the match deciding whether those answers are served (ADR 0048).
+ends. A miss whose percolation is guessed in process sends its match and the first tiers
+of the plan guessed in one ``_msearch``, the match deciding whether those answers are
+served (ADR 0048, ADR 0049).
 
 One request works on one snapshot: the concrete policies index the live alias pointed
 to when the request started, and the policy set stored in that index. A promotion that
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -52,6 +54,7 @@ from control_plane.executor import (
 )
 from control_plane.intent_text import NormalisedIntent, search_intent
 from control_plane.matches import Matches
+from control_plane.percolation_guess import Guessing
 from control_plane.plan import Composition
 from control_plane.plan_cache import (
     PlanCache,
@@ -243,6 +246,26 @@ def _write_counters(engine: Engine, index: str) -> tuple[Any, ...]:
     )
 
 
+class Speculations:
+    """How many speculated misses guessed right (their speculated answers served) and
+    wrong (ADR 0048, ADR 0049): ``govsearch_speculation_total{guess}``."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.right = self.wrong = 0
+
+    def note(self, right: bool) -> None:
+        with self._lock:
+            if right:
+                self.right += 1
+            else:
+                self.wrong += 1
+
+    def counts(self) -> tuple[int, int]:
+        with self._lock:
+            return self.right, self.wrong
+
+
 class SearchService:
     def __init__(
         self,
@@ -272,6 +295,9 @@ class SearchService:
         layout, ``LivePolicySet.load``): it depends on nothing else, so a plan that misses for
         other cohorts, another market or past a window edge expands it again without a
         percolation (ADR 0043)"""
+        self.guessing = _guessing(engine, profile) if settings.search.speculation else None
+        """the in-process guesses speculation sends a miss's tiers with (ADR 0049)"""
+        self.speculations = Speculations()
         # a pinned index is read once: it never moves
         self._watch: Watched[Snapshot] = Watched(
             self._read,
@@ -284,7 +310,9 @@ class SearchService:
         there is a set to serve"""
 
     def close(self) -> None:
-        """Nothing of its own to release (the engine client is the caller's)."""
+        """Stop the guesses' learner (the engine client is the caller's)."""
+        if self.guessing is not None:
+            self.guessing.close()
 
     # --- snapshot -----------------------------------------------------------------
 
@@ -492,16 +520,15 @@ class SearchService:
     def _speculated(
         self, request: SearchRequest, now: datetime, stages: list[StageTiming]
     ) -> tuple[Compiled, Execution, float] | None:
-        """A plan miss (of a request without a user, or whose user's purchases are cached),
-        whose intent is unlikely to match any trigger
-        (:meth:`~control_plane.matcher.Triggers.may_match`): its percolation and the
-        first tiers of the plan it gets when the percolation finds nothing, in one
-        ``_msearch`` (ADR 0048). The percolation decides. Found nothing: that plan is the
-        plan (the same composition of the same matches, hence the same bodies), cached as
-        any, and those answers are its first tiers'. Found something: the answers are
-        dropped and the plan is composed from what it found, as on any miss, without
-        percolating again. None: not tried (a user whose purchases are not cached, a legacy
-        index, an intent that may match, a plan or a percolation known)."""
+        """A plan miss (of a request without a user, or whose user's purchases are cached)
+        whose percolation is guessed (:meth:`_guess`): its percolation and the first tiers
+        of the plan the guess expands to, in one ``_msearch`` (ADR 0048, ADR 0049). The
+        percolation decides. It found exactly the guess: that plan is the plan (the same
+        composition of the same matches, hence the same bodies), cached as any, and those
+        answers are its first tiers'. It found anything else: the answers are dropped and
+        the plan is composed from what it found, as on any miss, without percolating
+        again. None: not tried (a user whose purchases are not cached, a legacy index, no
+        guess, a plan or a percolation known)."""
         snapshot = self.snapshot()
         live, by_id = snapshot
         if live.layout != "triggers" or not isinstance(by_id, matcher.PolicyMap):
@@ -517,12 +544,14 @@ class SearchService:
             rows is None  # the user's purchases not known yet: they go with the percolation (ADR 0032)
             or self.cache.get(version, key, now, counted=False) is not None
             or self.percolations.get(scope, intent, now) is not None
-            or by_id.triggers.may_match(intent)
         ):
             return None
         mark, started = len(stages), time.perf_counter_ns()
-        unmatched = matcher.expanded(intent, {}, by_id, cohorts=request.cohorts, now=now)
-        plan = self._planned(live, request, intent, unmatched, stages)
+        guess = self._guess(live, by_id.triggers, intent)
+        if guess is None:
+            return None
+        guessed = matcher.expanded(intent, guess, by_id, cohorts=request.cohorts, now=now)
+        plan = self._planned(live, request, intent, guessed, stages)
         compiled = _for_request(plan, rows, now, normalised, cached=False)
         steps = self._executing(compiled, request, stages, self.catalog.generation())
         searches = next(steps)
@@ -530,7 +559,9 @@ class SearchService:
         known = matcher.percolated(self.engine, live.index, intent, first=answers[0])
         percolate = StageTiming("percolate", started, time.perf_counter_ns())
         self.percolations.put(scope, intent, known, None)
-        if known:  # the guess was wrong: a miss like any other, its percolation done
+        right = list(known.items()) == list(guess.items())
+        self.speculations.note(right)
+        if not right:  # a miss like any other, its percolation done
             steps.close()
             stages[mark:] = [percolate]  # the plan's own compose and renders are timed next
             found = self._compile_from(snapshot, request, now, stages, cached_only=False, percolated=known)
@@ -545,6 +576,19 @@ class SearchService:
         self.cache.put(version, key, plan, *_held_between(live, now))
         compiled_at = time.perf_counter()
         return compiled, resume(steps, answers[1:], self.engine.msearch), compiled_at
+
+    def _guess(self, live: policy_store.LivePolicySet, triggers: matcher.Triggers, intent: str) -> (
+        matcher.Percolated | None
+    ):
+        """What percolating ``intent`` on ``live`` will find, guessed in process (ADR 0049):
+        the version's learned guess when there is one, else nothing found when the intent
+        shares no word with any trigger phrase (ADR 0048); None: no guess."""
+        found = None
+        if self.guessing is not None:
+            found = self.guessing.guess(_percolation_scope(live), live.index, triggers.documents, intent)
+        if found is None and not triggers.may_match(intent):
+            return {}
+        return found
 
     async def search_cached(
         self, request: SearchRequest, now: datetime, engine: AsyncEngine
@@ -603,6 +647,15 @@ class SearchService:
             renderings.replay = replay_of(execution, key)
         renderings.stop_tier = execution.runs[-1].tier
         return execution
+
+
+def _guessing(engine: Engine, profile: CatalogProfile) -> Guessing | None:
+    """The guesses of a service whose policies are analysed as ``profile`` says; None when
+    its analysis cannot be read (then only ADR 0048's guess is made)."""
+    try:
+        return Guessing(engine, profile.policy_analysis())
+    except (OSError, ValueError):
+        return None
 
 
 def _plan_key(request: SearchRequest, intent: str) -> tuple[str, tuple[str, ...], str | None]:

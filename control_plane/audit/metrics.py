@@ -51,6 +51,22 @@ class _CacheCollector(Collector):
         yield family
 
 
+class _SpeculationCollector(Collector):
+    def __init__(self, counts: Callable[[], tuple[int, int]]) -> None:
+        self.counts = counts
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        right, wrong = self.counts()
+        family = CounterMetricFamily(
+            "govsearch_speculation",
+            "plan misses whose tiers were sent with their percolation, by whether the guess was right",
+            labels=["guess"],
+        )
+        family.add_metric(["right"], right)
+        family.add_metric(["wrong"], wrong)
+        yield family
+
+
 class _Counted:
     """One labelled counter's tallies: count and creation instant per label value, in the
     order the values were first seen (as ``prometheus_client`` lists its children)."""
@@ -207,6 +223,9 @@ class Metrics:
 
     def watch_cache(self, counts: Callable[[], tuple[int, int]]) -> None:
         self.registry.register(_CacheCollector(counts))
+
+    def watch_speculation(self, counts: Callable[[], tuple[int, int]]) -> None:
+        self.registry.register(_SpeculationCollector(counts))
 
     def observe_decision(self, record: dict[str, Any]) -> None:
         """A decision record's metrics (one lock taken; a scrape after this sees them)."""

@@ -252,9 +252,10 @@ class Recorder:
         )
 
     def watch(self, service: SearchService) -> None:
-        """Export the service's plan-cache counters with these metrics."""
+        """Export the service's plan-cache and speculation counters with these metrics."""
         cache = service.cache
         self.metrics.watch_cache(lambda: (cache.hits, cache.misses))
+        self.metrics.watch_speculation(service.speculations.counts)
 
     # --- writing ------------------------------------------------------------------
 

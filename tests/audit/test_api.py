@@ -186,6 +186,9 @@ def test_metrics_move_as_requests_are_served(make_client: MakeClient) -> None:
     assert _metric(after, f'govsearch_tier_served_total{{tier="{body["tier"]}"}}') >= 2
     assert _metric(after, 'govsearch_plan_cache_total{result="hit"}') >= 1
     assert _metric(after, 'govsearch_plan_cache_total{result="miss"}') >= 1
+    # the intent matching nothing was speculated, and guessed right (ADR 0048)
+    assert _metric(after, 'govsearch_speculation_total{guess="right"}') >= 1
+    assert _metric(after, 'govsearch_speculation_total{guess="wrong"}') == 0
     errors = client.post("/v1/search", json={"intent": ""})
     assert errors.status_code == 422
     after = client.get("/metrics").text

@@ -192,7 +192,7 @@ def test_the_layout_is_read_once_per_version_and_the_marker_not_asked_for(
     percolations = [
         body for _, path, body in recording.sent if ready.policies_index in str(path) + str(body)
     ]
-    assert len(percolations) == 2  # one ``_search``, one ``_msearch`` with the purchases
+    assert len(percolations) == 2  # alone or with its first tiers (ADR 0049), then with the purchases
     assert all("percolate" in str(body) and matcher.LAYOUT_ID not in str(body) for body in percolations)
     assert not any(path.endswith(f"/_doc/{matcher.LAYOUT_ID}") for _, path, _ in recording.sent)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,6 +22,7 @@ from control_plane.config import Settings
 from control_plane.engine import Engine, EngineError, EnginePartialResults
 from control_plane.executor import Execution, execute, tier_batches, tiers_for
 from control_plane.lifecycle.regression import load_queries
+from control_plane.percolation_guess import LEARNER_THREAD
 from control_plane.service import PURCHASES_INDEX, Catalog, SearchRequest, SearchService
 from tests.clocks import FIXED_NOW
 from tests.e2e.conftest import ready, settings  # noqa: F401
@@ -34,13 +36,16 @@ purchase of 27 November: her boosts re-age to other values than at FIXED_NOW"""
 
 
 class Recording(Engine):
-    """The real engine, every request it is sent noted (method, path, body)."""
+    """The real engine, every request it is sent noted (method, path, body): in ``sent``,
+    those of the searches; in ``learned``, those the guesses' learner sends from its own
+    thread, off every search's path (ADR 0049)."""
 
     def __init__(self, real: Engine) -> None:
         super().__init__(real.url, real.timeout_s)
         self.kind = real.kind
         self.real = real
         self.sent: list[tuple[str, str, Any]] = []
+        self.learned: list[tuple[str, str, Any]] = []
 
     def request(
         self,
@@ -50,7 +55,8 @@ class Recording(Engine):
         params: Mapping[str, Any] | None = None,
         timeout_s: float | None = None,
     ) -> Any:
-        self.sent.append((method, path, body))
+        learning = threading.current_thread().name == LEARNER_THREAD
+        (self.learned if learning else self.sent).append((method, path, body))
         return self.real.request(method, path, body, params, timeout_s)
 
     def close(self) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from datetime import datetime
+from typing import Any
 
 import pytest
 
@@ -51,10 +52,17 @@ def pair(
     off = _service(engine, settings, ready, plan_cache_size=0, speculation=False)
     for service in (on, off):
         service.search(SearchRequest(intent="oranges"), FIXED_NOW)
+    _settled(on)  # the version's guesses learned (ADR 0049)
     recording.sent.clear()
     yield recording, on, off
     on.close()
     off.close()
+
+
+def _settled(service: SearchService) -> None:
+    """Wait for what the service's guesses learn in the background."""
+    assert service.guessing is not None
+    service.guessing.learner.settle()
 
 
 def _same(first: SearchService, second: SearchService, request: SearchRequest, now: datetime) -> None:
@@ -102,14 +110,44 @@ def test_tiers_past_the_first_are_sent_after_it_as_without_speculation(
 
 
 @pytest.mark.parametrize("intent", MATCHED)
-def test_a_matched_intent_is_not_speculated(
+def test_a_matched_intent_once_its_words_are_learned_takes_one_round_trip_less(
     pair: tuple[Recording, SearchService, SearchService], ready: Ready, intent: str  # noqa: F811
 ) -> None:
+    """ADR 0049: the learned guess is the percolation's answer, so the plan guessed is the
+    plan, and its first tier goes with the percolation."""
     recording, on, off = pair
-    outcome = on.search(SearchRequest(intent=intent), FIXED_NOW)
+    request = SearchRequest(intent=intent)
+    on.search(request, FIXED_NOW)  # whatever its words, they are learned after this one
+    _settled(on)
+    recording.sent.clear()
+    right, wrong = on.speculations.counts()
+    outcome = on.search(request, FIXED_NOW)
+    first = recording.sent[0]
+    assert _items(first[1], first[2]) == [ready.policies_index, on.profile.alias]
+    assert outcome.compiled.composition.explanation.matched
+    assert on.speculations.counts() == (right + 1, wrong)
+    assert all(ready.policies_index not in _items(path, body) for _, path, body in recording.sent[1:])
+    assert outcome.engine_requests == off.search(request, FIXED_NOW).engine_requests - 1
+    _same(on, off, request, FIXED_NOW)
+
+
+def test_an_intent_with_a_word_not_learned_is_not_speculated_until_it_is(
+    pair: tuple[Recording, SearchService, SearchService], ready: Ready  # noqa: F811
+) -> None:
+    recording, on, off = pair
+    request = SearchRequest(intent="cheap chocolate zanzibar")  # "zanzibar": in no trigger phrase
+    recording.learned.clear()
+    on.search(request, FIXED_NOW)
     assert recording.sent[0][1] == f"/{ready.policies_index}/_search"  # the percolation alone, first
-    assert outcome.engine_requests == off.search(SearchRequest(intent=intent), FIXED_NOW).engine_requests
-    _same(on, off, SearchRequest(intent=intent), FIXED_NOW)
+    _settled(on)
+    assert [(path, body["text"]) for _, path, body in recording.learned] == [
+        (f"/{ready.policies_index}/_analyze", ["zanzibar"])
+    ]
+    recording.sent.clear()
+    outcome = on.search(request, FIXED_NOW)
+    assert _items(recording.sent[0][1], recording.sent[0][2]) == [ready.policies_index, on.profile.alias]
+    assert outcome.engine_requests == off.search(request, FIXED_NOW).engine_requests - 1
+    _same(on, off, request, FIXED_NOW)
 
 
 @pytest.mark.parametrize("intent", ["mustard", "lentils"])
@@ -142,14 +180,33 @@ def test_a_user_whose_purchases_are_cached_is_speculated_with_the_boosts_of_a_se
         off.close()
 
 
-@pytest.fixture()
-def every_guess_wrong(pair: tuple[Recording, SearchService, SearchService]) -> Iterator[None]:
-    """The speculating service's triggers guess that no intent matches anything."""
-    _, policies = pair[1].snapshot()
-    assert isinstance(policies, matcher.PolicyMap)
-    words, policies.triggers.words = policies.triggers.words, frozenset()
+@pytest.fixture(params=["nothing", "one-document-less"])
+def every_guess_wrong(
+    request: pytest.FixtureRequest, pair: tuple[Recording, SearchService, SearchService]
+) -> Iterator[None]:
+    """The speculating service guesses wrong: that no intent matches anything (ADR 0048's
+    guess, with no learned one), or the learned guess without its last document."""
+    on = pair[1]
+    _, policies = on.snapshot()
+    assert isinstance(policies, matcher.PolicyMap) and on.guessing is not None
+    words, guessing, guess = policies.triggers.words, on.guessing, on.guessing.guess
+    if request.param == "nothing":
+        policies.triggers.words, on.guessing = frozenset(), None
+    else:
+        for intent in MATCHED:  # their words learned, so that each is guessed
+            on.search(SearchRequest(intent=intent, market="zz"), FIXED_NOW)
+        _settled(on)
+        pair[0].sent.clear()
+
+        def short(*args: Any) -> matcher.Percolated | None:
+            found = guess(*args)
+            assert found, "the learned guess is known and matches something"
+            return dict(list(found.items())[:-1])
+
+        guessing.guess = short  # type: ignore[method-assign]
     yield
-    policies.triggers.words = words
+    policies.triggers.words, on.guessing = words, guessing
+    guessing.guess = guess  # type: ignore[method-assign]
 
 
 @pytest.mark.parametrize("intent", MATCHED)
@@ -158,8 +215,10 @@ def test_a_wrong_guess_serves_what_the_percolation_found_without_percolating_aga
 ) -> None:
     recording, on, off = pair
     request = SearchRequest(intent=intent)
+    right, wrong = on.speculations.counts()
     outcome = on.search(request, FIXED_NOW)
     assert outcome.compiled.composition.explanation.matched  # it matched: the guess was wrong
+    assert on.speculations.counts() == (right, wrong + 1)
     first, *tiers = recording.sent
     assert _items(first[1], first[2]) == [ready.policies_index, on.profile.alias]
     assert all(ready.policies_index not in _items(path, body) for _, path, body in tiers)  # percolated once
@@ -170,17 +229,23 @@ def test_a_wrong_guess_serves_what_the_percolation_found_without_percolating_aga
     _same(on, off, request, FIXED_NOW)
 
 
+@pytest.mark.parametrize("intent", ["mustard", "chocolate"])
 def test_a_failed_percolation_fails_the_search_though_its_tiers_answered(
-    engine: Engine, settings: Settings, ready: Ready  # noqa: F811
+    engine: Engine, settings: Settings, ready: Ready, intent: str  # noqa: F811
 ) -> None:
     """The policies index closed: the percolation item fails, the catalog's tier answers.
-    Nothing is served and nothing is cached, with speculation as without."""
+    Nothing is served and nothing is cached, with speculation as without, for an intent
+    guessed to match nothing (ADR 0048) as for one guessed to match (ADR 0049)."""
     on = _service(engine, settings, ready, speculation=True)
     off = _service(engine, settings, ready, speculation=False)
-    request = SearchRequest(intent="mustard")
+    request = SearchRequest(intent=intent)
     try:
         for service in (on, off):
             service.search(SearchRequest(intent="oranges"), FIXED_NOW)  # the watches read
+        _settled(on)  # the guesses learned
+        live, policies = on.snapshot()
+        assert isinstance(policies, matcher.PolicyMap)
+        assert on._guess(live, policies.triggers, intent) is not None  # it is speculated
         engine.request("POST", f"/{ready.policies_index}/_close")
         for service in (on, off):
             with pytest.raises(EngineError):
