@@ -70,9 +70,15 @@ def _digit(char: str) -> bool:
     return "0" <= char <= "9"
 
 
+MAX_TOKEN = 64
+"""the longest token read here (the tokenizer cuts at 255; real words are far shorter, and
+each learned token is kept in memory)"""
+
+
 def standard_tokens(text: str) -> list[Token] | None:
     """The tokens the standard tokenizer makes of ``text``; None when ``text`` holds a
-    character this reading is not sure about (module docstring)."""
+    character this reading is not sure about (module docstring), or a token longer than
+    :data:`MAX_TOKEN`."""
     tokens: list[Token] = []
     start = -1
     last = len(text) - 1
@@ -95,6 +101,8 @@ def standard_tokens(text: str) -> list[Token] | None:
         return None
     if start >= 0:
         tokens.append((start, len(text), text[start:]))
+    if any(end - start > MAX_TOKEN for start, end, _ in tokens):
+        return None
     return tokens
 
 
@@ -133,7 +141,8 @@ COMPLEX = ""
 ANALYZE_BATCH = 500
 """tokens per ``_analyze`` request"""
 TERMS_LIMIT = 100_000
-"""tokens learned per analysis, at most (a few megabytes; past it, nothing more is learned)"""
+"""intent tokens learned per analysis, at most (of at most :data:`MAX_TOKEN` characters: about
+twenty megabytes at worst; past it, no more intent tokens are learned)"""
 
 
 class Terms:
@@ -154,12 +163,17 @@ class Terms:
     def unknown(self, tokens: Iterable[str]) -> list[str]:
         return [token for token in dict.fromkeys(tokens) if token not in self._terms]
 
-    def learn(self, engine: Engine, index: str, analyzer: str, tokens: Sequence[str]) -> None:
+    def learn(
+        self, engine: Engine, index: str, analyzer: str, tokens: Sequence[str], *, bounded: bool = True
+    ) -> None:
         """Analyse ``tokens`` with ``index``'s ``analyzer`` (:data:`ANALYZE_BATCH` a request,
         as an array: each value one offset after the end of the one before) and keep each
         token's term: the one term whose offsets are exactly the token's, else
-        :data:`COMPLEX`."""
-        wanted = self.unknown(tokens)[: max(0, self.limit - len(self._terms))]
+        :data:`COMPLEX`. ``bounded``: no more than the limit allows (a version's own phrases
+        are learned whatever it)."""
+        wanted = self.unknown(tokens)
+        if bounded:
+            wanted = wanted[: max(0, self.limit - len(self._terms))]
         for at in range(0, len(wanted), ANALYZE_BATCH):
             chunk = wanted[at : at + ANALYZE_BATCH]
             result = engine.request("POST", f"/{index}/_analyze", body={"analyzer": analyzer, "text": chunk})
@@ -201,31 +215,39 @@ def _ending(text: str) -> re.Pattern[str] | None:
 class Guesser:
     """The guess for one loaded version (its trigger documents' terms, learned)."""
 
-    def __init__(self, queries: Iterable[_Query], terms: Terms) -> None:
+    def __init__(self, queries: Iterable[_Query], terms: Terms, unread: frozenset[str] = frozenset()) -> None:
         self.terms = terms
-        self.by_first: dict[str, list[_Query]] = {}
+        self.unread = unread
+        """the words (:func:`~control_plane.matcher.words_of`) of the phrases not read here: an
+        intent holding one is not guessed (its document may match it)"""
+        self.by_start: dict[tuple[str, ...], list[_Query]] = {}
+        """queries by their first two terms (one-term queries by their term): an intent's
+        position is compared with the phrases that start as it does, however many share its
+        first word (thousands of "without ..." phrases at 100,000 policies)"""
         self.endings: list[_Query] = []
         for query in queries:
             if query.terms:
-                self.by_first.setdefault(query.terms[0], []).append(query)
+                self.by_start.setdefault(query.terms[:2], []).append(query)
             if query.ending is not None:
                 self.endings.append(query)
 
     @classmethod
-    def of(cls, documents: Mapping[str, tuple[str, str]], terms: Terms) -> Guesser | None:
+    def of(cls, documents: Mapping[str, tuple[str, str]], terms: Terms) -> Guesser:
         """The guesser of ``documents`` (id -> (kind, normalised text)), their tokens'
-        terms in ``terms``; None when one of them cannot be read here."""
-        queries = []
+        terms in ``terms``. A phrase that cannot be read here (a character, a token without
+        a term of its own) is left out, and its words are :attr:`unread`."""
+        from control_plane.matcher import words_of  # lazy: the matcher's module is the larger
+
+        queries, unread = [], set()
         for document, (kind, text) in documents.items():
             tokens = standard_tokens(text)
-            if tokens is None:
-                return None
-            found = [terms.get(token) for _, _, token in tokens]
-            if any(term is None or term == COMPLEX for term in found):
-                return None
+            found = [terms.get(token) for _, _, token in tokens or ()]
+            if tokens is None or any(term is None or term == COMPLEX for term in found):
+                unread.update(words_of(text))
+                continue
             ending = _ending(text) if kind == "suffix" else None
             queries.append(_Query(document, kind, tuple(t for t in found if t is not None), ending))
-        return cls(queries, terms)
+        return cls(queries, terms, frozenset(unread))
 
     def guess(self, intent: str) -> Percolated | None:
         """What percolating ``intent`` finds, guessed; None when an intent token is not
@@ -233,6 +255,11 @@ class Guesser:
         tokens = standard_tokens(intent)
         if tokens is None:
             return None
+        if self.unread:
+            from control_plane.matcher import words_of
+
+            if not self.unread.isdisjoint(words_of(intent)):
+                return None
         terms: list[str] = []
         for _, _, token in tokens:
             term = self.terms.get(token)
@@ -240,8 +267,10 @@ class Guesser:
                 return None
             terms.append(term)
         matched: dict[str, set[int]] = {}
+        starts = self.by_start
         for at, term in enumerate(terms):
-            for query in self.by_first.get(term, ()):
+            two = starts.get((term, terms[at + 1]), ()) if at + 1 < len(terms) else ()
+            for query in (*starts.get((term,), ()), *two):
                 width = len(query.terms)
                 if tuple(terms[at : at + width]) != query.terms:
                     continue
@@ -286,8 +315,12 @@ class Learner:
             if key in self._waiting or self._closed:
                 return
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
-                self._thread.start()
+                thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+                try:
+                    thread.start()
+                except RuntimeError:  # no thread to be had: nothing is learned now
+                    return
+                self._thread = thread
             try:
                 self._jobs.put_nowait((key, job))
             except queue.Full:
@@ -295,12 +328,13 @@ class Learner:
             self._waiting.add(key)
 
     def settle(self) -> None:
-        """Wait until every job submitted so far is done."""
-        self._jobs.join()
+        """Wait until every job submitted so far is done (not once closed)."""
+        if not self._closed:
+            self._jobs.join()
 
-    def close(self, timeout_s: float = 10.0) -> None:
-        """Drop the jobs not started, then stop the thread (waiting at most ``timeout_s``
-        for the job it runs: a daemon thread, it never holds the process)."""
+    def close(self) -> None:
+        """Drop the jobs not started and tell the thread to stop after the job it runs (not
+        waited for: a daemon thread, it never holds the process or its closer)."""
         with self._lock:
             thread, self._thread, self._closed = self._thread, None, True
             while True:
@@ -312,7 +346,6 @@ class Learner:
             self._waiting.clear()
         if thread is not None:
             self._jobs.put(None)
-            thread.join(timeout_s)
 
     def _run(self) -> None:
         while True:
@@ -340,7 +373,7 @@ class Learner:
 
 
 class Guessing:
-    """The service's guesses: a :class:`Guesser` per loaded version (the current one), the
+    """The service's guesses: a :class:`Guesser` per loaded version (the last two), the
     :class:`Terms` per analysis, and the :class:`Learner` that builds and teaches them."""
 
     def __init__(self, engine: Engine, analysis: PolicyAnalysis, *, limit: int = TERMS_LIMIT) -> None:
@@ -364,10 +397,11 @@ class Guessing:
         """The guess of ``intent`` on ``index`` (loaded as ``scope``, its trigger
         ``documents``); None when there is none yet: the version's guesser is built, or the
         intent's unknown tokens learned, in the background for a later request."""
-        if scope not in self._guessers:
+        guessers = self._guessers  # replaced whole by the learner: read once
+        if scope not in guessers:
             self.learner.submit(scope, lambda: self._build(scope, index, documents))
             return None
-        guesser = self._guessers[scope]
+        guesser = guessers[scope]
         if guesser is None:
             return None
         found = guesser.guess(intent)
@@ -387,6 +421,8 @@ class Guessing:
         terms.learn(self.engine, index, self.analysis.analyzer, tokens)
 
     def _build(self, scope: str, index: str, documents: Mapping[str, tuple[str, str]]) -> None:
+        """The guesser of one load (None: not guessed); the last two loads are kept (requests
+        of the previous one may still be in flight while the alias moves)."""
         guesser = None
         try:
             from control_plane.policy_store import index_analysis  # lazy: the store imports the matcher
@@ -395,10 +431,11 @@ class Guessing:
             if fingerprint == self.analysis.fingerprint and per_token(self.analysis):
                 terms = self._terms.get(fingerprint) or Terms(self.limit)
                 tokens = [t for _, text in documents.values() for _, _, t in standard_tokens(text) or ()]
-                terms.learn(self.engine, index, self.analysis.analyzer, tokens)
+                terms.learn(self.engine, index, self.analysis.analyzer, tokens, bounded=False)
                 self._terms = {fingerprint: terms}  # one analysis served at a time
                 guesser = Guesser.of(documents, terms)
-        except EngineError:  # not now: a later request tries again
-            log.debug("no guesses for %s yet: the engine did not answer", index, exc_info=True)
-            return
-        self._guessers = {scope: guesser}  # the current load only
+        except EngineError:  # (a refused ``_analyze``, say): this load is not guessed
+            log.warning("no percolation guesses for %s: the engine refused what they need", index,
+                        exc_info=True)
+        kept = [(key, value) for key, value in self._guessers.items() if key != scope][-1:]
+        self._guessers = dict([*kept, (scope, guesser)])

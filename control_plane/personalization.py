@@ -81,8 +81,8 @@ def lookup_alongside(
     searches = [search, (index, purchases_query(user_id))]
     result = engine.request("POST", "/_msearch", body=msearch_lines(searches))
     answer, purchases = result["responses"]
-    (checked,) = msearch_responses(searches[:1], {"responses": [answer]})
+    (checked,) = msearch_responses(searches[:1], [answer])
     if "error" in purchases and purchases.get("status") == 404:
         return checked, []
-    (found,) = msearch_responses(searches[1:], {"responses": [purchases]})
+    (found,) = msearch_responses(searches[1:], [purchases])
     return checked, purchase_rows(found)

@@ -110,7 +110,7 @@ class AnalysisChanged(ValueError):
 def index_analysis(engine: Engine, index: str) -> str | None:
     """The analysis fingerprint a policies index was written with (None: written before
     fingerprints, with the built-in ``govsearch_text``, or incomplete)."""
-    meta = engine.get_document(index, META_ID)
+    meta = engine.get_document(index, META_ID, source=["analysis"])  # not the whole set
     found = meta["_source"].get("analysis") if meta else None
     return found if isinstance(found, str) else None
 

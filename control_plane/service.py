@@ -24,6 +24,7 @@ that received the request passes its instant (see :mod:`control_plane.times`).
 from __future__ import annotations
 
 import json
+import logging
 import math
 import threading
 import time
@@ -40,6 +41,7 @@ from control_plane.catalog.stats import CategoryStats, stats_from_json
 from control_plane.composer import ComposeContext, compose
 from control_plane.config import Settings
 from control_plane.engine import Engine, EngineError, counted_requests
+from control_plane.engine.base import msearch_responses
 from control_plane.executor import (
     Execution,
     Steps,
@@ -67,6 +69,8 @@ from control_plane.plan_data import explanation_data, plan_data
 from control_plane.policy import Policy
 from control_plane.renderer import Tier, render
 from control_plane.watch import Refused, Watched
+
+log = logging.getLogger("govsearch.search")
 
 PURCHASES_INDEX = "govsearch-user-purchases"
 CATALOG_AMBIGUOUS = "catalog_ambiguous"
@@ -550,13 +554,22 @@ class SearchService:
         guess = self._guess(live, by_id.triggers, intent)
         if guess is None:
             return None
-        guessed = matcher.expanded(intent, guess, by_id, cohorts=request.cohorts, now=now)
-        plan = self._planned(live, request, intent, guessed, stages)
+        try:
+            guessed = matcher.expanded(intent, guess, by_id, cohorts=request.cohorts, now=now)
+            plan = self._planned(live, request, intent, guessed, stages)
+        except ValueError:  # a guess no percolation gives (spans outside the intent): not tried
+            log.exception("a percolation guess could not be composed (the miss goes unspeculated)")
+            del stages[mark:]
+            return None
         compiled = _for_request(plan, rows, now, normalised, cached=False)
         steps = self._executing(compiled, request, stages, self.catalog.generation())
         searches = next(steps)
-        answers = self.engine.msearch([matcher.percolation(live.index, intent, live.layout), *searches])
-        known = matcher.percolated(self.engine, live.index, intent, first=answers[0])
+        sent: list[tuple[str, Mapping[str, Any] | str]] = [
+            matcher.percolation(live.index, intent, live.layout), *searches
+        ]
+        answers = self.engine.msearch_answers(sent)  # checked below: the percolation first
+        (first,) = msearch_responses(sent[:1], answers[:1])  # failed: the request fails closed
+        known = matcher.percolated(self.engine, live.index, intent, first=first)
         percolate = StageTiming("percolate", started, time.perf_counter_ns())
         self.percolations.put(scope, intent, known, None)
         right = list(known.items()) == list(guess.items())
@@ -575,7 +588,10 @@ class SearchService:
             self.purchases.note_hit()
         self.cache.put(version, key, plan, *_held_between(live, now))
         compiled_at = time.perf_counter()
-        return compiled, resume(steps, answers[1:], self.engine.msearch), compiled_at
+        # the guess was right: its tiers' answers are served, so checked as any (a failed one fails
+        # the request closed); a wrong guess's were dropped above, whatever they were
+        tiers = msearch_responses(searches, answers[1:])
+        return compiled, resume(steps, tiers, self.engine.msearch), compiled_at
 
     def _guess(self, live: policy_store.LivePolicySet, triggers: matcher.Triggers, intent: str) -> (
         matcher.Percolated | None
@@ -585,7 +601,10 @@ class SearchService:
         shares no word with any trigger phrase (ADR 0048); None: no guess."""
         found = None
         if self.guessing is not None:
-            found = self.guessing.guess(_percolation_scope(live), live.index, triggers.documents, intent)
+            try:
+                found = self.guessing.guess(_percolation_scope(live), live.index, triggers.documents, intent)
+            except Exception:  # a guess is an optimisation: it never fails a request
+                log.exception("the percolation guess failed (the miss goes unspeculated)")
         if found is None and not triggers.may_match(intent):
             return {}
         return found

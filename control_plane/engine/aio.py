@@ -169,7 +169,7 @@ class AsyncEngine:
             if kept:
                 keep(self._framed, key, framed, FRAMED_KEPT)
         result = await self._send("POST", "/_msearch", framed)
-        return msearch_responses(searches, result)
+        return msearch_responses(searches, result["responses"])
 
     async def request(
         self, method: str, path: str, body: bytes = b"", content_type: str = "application/json"

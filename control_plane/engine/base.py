@@ -218,7 +218,17 @@ class Engine(ABC):
         """Run several searches in one round trip; each answer, or raise on the first item
         that failed or that lacks a shard (partial results fail closed, as in :meth:`search`).
         A body may be given already serialised (one line of JSON text): it is sent as is."""
-        return msearch_responses(searches, self.request("POST", "/_msearch", body=msearch_lines(searches)))
+        return msearch_responses(searches, self.msearch_answers(searches))
+
+    def msearch_answers(
+        self, searches: Sequence[tuple[str, Mapping[str, Any] | str]]
+    ) -> list[dict[str, Any]]:
+        """The answers of an ``_msearch`` as the engine gave them, failed items included, for
+        a caller that checks the ones it uses (:func:`msearch_responses`): a speculated miss
+        checks its percolation first, and its tiers only when it serves them (ADR 0049)."""
+        result = self.request("POST", "/_msearch", body=msearch_lines(searches))
+        answers: list[dict[str, Any]] = result["responses"]
+        return answers
 
     def percolate(
         self,
@@ -283,11 +293,10 @@ def msearch_lines(searches: Sequence[tuple[str, Mapping[str, Any] | str]]) -> st
 
 
 def msearch_responses(
-    searches: Sequence[tuple[str, Any]], result: Mapping[str, Any]
+    searches: Sequence[tuple[str, Any]], responses: Sequence[dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    """The answers of an ``_msearch``, in order; raise on the first item that failed or that
-    lacks a shard (partial results fail closed)."""
-    responses: list[dict[str, Any]] = result["responses"]
+    """The answers of an ``_msearch``'s ``searches``, in order; raise on the first item that
+    failed or that lacks a shard (partial results fail closed)."""
     for (index, _), response in zip(searches, responses, strict=True):
         if "error" in response:
             raise EngineError(
@@ -296,7 +305,7 @@ def msearch_responses(
                 info=response["error"],
             )
         _complete(response, f"msearch item on {index}")
-    return responses
+    return list(responses)
 
 
 def with_replicas(body: Mapping[str, Any], nodes: int) -> dict[str, Any]:

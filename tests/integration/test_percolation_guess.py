@@ -24,7 +24,7 @@ from control_plane.bootstrap import Ready
 from control_plane.engine import Engine
 from control_plane.intent_text import search_intent
 from control_plane.loader import load_policy_set
-from control_plane.percolation_guess import Guessing, standard_tokens
+from control_plane.percolation_guess import ANALYZE_BATCH, COMPLEX, Guessing, Terms, standard_tokens
 from tests.e2e.conftest import ready, settings  # noqa: F401
 from tests.integration.test_hot_path import QUERIES
 from tests.integration.test_matching import CASES, build, hostile_intent
@@ -33,10 +33,16 @@ from tests.integration.test_speculation import _corpus
 ALPHABET = "abcdeéèçàôüßæøœ" + "ABCÉ" + "αβγΣ" + "жчя" + "0123456789" + "  " + "'.,;:\u2019-/!?()&%+\"#@"
 
 
-def _texts(count: int) -> list[str]:
-    """Short texts drawn from :data:`ALPHABET` (seeded: the same corpus on every run)."""
+LETTERS = "".join(
+    chr(c) for c in [*range(0x530), *range(0x1E00, 0x1F00)] if standard_tokens(chr(c)) == [(0, 1, chr(c))]
+)
+"""every letter the tokens read (Latin, Greek, Cyrillic)"""
+
+
+def _texts(count: int, alphabet: str = ALPHABET, longest: int = 14) -> list[str]:
+    """Short texts drawn from ``alphabet`` (seeded: the same corpus on every run)."""
     draw = random.Random(49)
-    return ["".join(draw.choice(ALPHABET) for _ in range(draw.randint(1, 14))) for _ in range(count)]
+    return ["".join(draw.choice(alphabet) for _ in range(draw.randint(1, longest))) for _ in range(count)]
 
 
 CRAFTED = [
@@ -48,7 +54,8 @@ CRAFTED = [
 
 def test_its_tokens_are_the_standard_tokenizers(engine: Engine) -> None:
     read = 0
-    for text in [*CRAFTED, *_texts(400)]:
+    every_letter = _texts(300, LETTERS + "0123456789" + "   '.,;:\u2019-", longest=40)
+    for text in [*CRAFTED, *_texts(400), *every_letter, "a" * 64, "b" * 65]:
         tokens = standard_tokens(text)
         if tokens is None:
             continue
@@ -56,7 +63,8 @@ def test_its_tokens_are_the_standard_tokenizers(engine: Engine) -> None:
         answer = engine.request("POST", "/_analyze", body={"tokenizer": "standard", "text": text})
         engine_tokens = [(t["start_offset"], t["end_offset"], t["token"]) for t in answer["tokens"]]
         assert tokens == engine_tokens, text
-    assert read >= 300  # it reads most of the corpus (only "_" and nothing else is refused there)
+    assert len(LETTERS) > 1000
+    assert read >= 650  # it reads most of the corpus
 
 
 def _variants() -> list[str]:
@@ -136,3 +144,21 @@ def test_the_guess_is_the_percolation_of_exact_suffix_unless_and_disabled_trigge
               "free from care", "sugarless", "chocolat sans lait", "oranges", "Oranges", "champagne"]
     guessed = _check(engine, index, dict(policies.triggers.documents), texts)
     assert guessed >= 0.6 * len(set(texts))
+
+
+def test_terms_are_learned_as_the_analyzer_makes_each_token_alone(engine: Engine, ready: Ready) -> None:  # noqa: F811
+    """Over several ``_analyze`` requests (an array each, offsets running on): each token's
+    term is the one the analyzer gives it analysed alone; one it cuts in two has none."""
+    analyzer = policy_store.default_analysis().analyzer
+    special = ["chocolats", "L'orange", "Oranges", "d\u2019arachide", "1,5", "crème", "the", "a" * 300]
+    tokens = [*(f"w{number}x" for number in range(ANALYZE_BATCH * 2 + 17)), *special]
+    terms = Terms()
+    terms.learn(engine, ready.policies_index, analyzer, tokens)
+    assert len(terms) == len(tokens)
+    for token in [*special, *tokens[ANALYZE_BATCH - 2 : ANALYZE_BATCH + 2], tokens[-len(special) - 1]]:
+        alone = engine.analyze(ready.policies_index, analyzer, token)
+        expected = alone[0]["token"] if len(alone) == 1 else COMPLEX
+        assert terms.get(token) == expected, token
+    assert terms.get("a" * 300) == COMPLEX  # the tokenizer cuts at 255
+    terms.learn(engine, ready.policies_index, analyzer, ["chocolat"])
+    assert terms.get("chocolats") == terms.get("chocolat") == terms.get("Chocolat".lower())  # stemmed alike

@@ -180,12 +180,21 @@ def test_a_user_whose_purchases_are_cached_is_speculated_with_the_boosts_of_a_se
         off.close()
 
 
-@pytest.fixture(params=["nothing", "one-document-less"])
+WRONG = {
+    "one-document-less": lambda found: dict(list(found.items())[:-1]),
+    "ranges-narrowed": lambda found: {d: [(a, b - 1) for a, b in r] for d, r in found.items()},
+    "order-reversed": lambda found: dict(reversed(list(found.items()))),
+}
+"""ways to make a learned guess wrong (the order: for intents of two documents or more)"""
+
+
+@pytest.fixture(params=["nothing", "one-document-less", "ranges-narrowed"])
 def every_guess_wrong(
     request: pytest.FixtureRequest, pair: tuple[Recording, SearchService, SearchService]
 ) -> Iterator[None]:
     """The speculating service guesses wrong: that no intent matches anything (ADR 0048's
-    guess, with no learned one), or the learned guess without its last document."""
+    guess, with no learned one), or the learned guess made wrong by one of :data:`WRONG`
+    (the same documents with other ranges, or in another order, must be found wrong too)."""
     on = pair[1]
     _, policies = on.snapshot()
     assert isinstance(policies, matcher.PolicyMap) and on.guessing is not None
@@ -198,12 +207,14 @@ def every_guess_wrong(
         _settled(on)
         pair[0].sent.clear()
 
-        def short(*args: Any) -> matcher.Percolated | None:
+        wrong = WRONG[request.param]
+
+        def wrongly(*args: Any) -> matcher.Percolated | None:
             found = guess(*args)
             assert found, "the learned guess is known and matches something"
-            return dict(list(found.items())[:-1])
+            return wrong(found)
 
-        guessing.guess = short  # type: ignore[method-assign]
+        guessing.guess = wrongly  # type: ignore[method-assign]
     yield
     policies.triggers.words, on.guessing = words, guessing
     guessing.guess = guess  # type: ignore[method-assign]
@@ -227,6 +238,122 @@ def test_a_wrong_guess_serves_what_the_percolation_found_without_percolating_aga
     names = [stage.name for stage in outcome.stages]  # the dropped plan's work is not timed as the plan's
     assert names.count("compose") == names.count("percolate") == names.count("render.strict") == 1
     _same(on, off, request, FIXED_NOW)
+
+
+@pytest.mark.parametrize("intent", ["chocolate", "cheap chocolate", "chocolat sans arachide"])
+def test_the_same_documents_in_another_order_are_a_wrong_guess(
+    pair: tuple[Recording, SearchService, SearchService], intent: str
+) -> None:
+    """The order matters: the matches are expanded in the percolation's order."""
+    _, on, off = pair
+    assert on.guessing is not None
+    on.search(SearchRequest(intent=intent, market="zz"), FIXED_NOW)  # its words learned
+    _settled(on)
+    guess = on.guessing.guess
+    found = guess(*_guess_args(on, intent))
+    assert found is not None and len(found) >= 2
+    on.guessing.guess = lambda *args: WRONG["order-reversed"](guess(*args))  # type: ignore[method-assign]
+    try:
+        right, wrong = on.speculations.counts()
+        _same(on, off, SearchRequest(intent=intent), FIXED_NOW)
+        assert on.speculations.counts() == (right, wrong + 1)
+    finally:
+        on.guessing.guess = guess  # type: ignore[method-assign]
+
+
+def _guess_args(service: SearchService, intent: str) -> tuple[str, str, object, str]:
+    live, policies = service.snapshot()
+    assert isinstance(policies, matcher.PolicyMap)
+    return f"{live.index}#{live.load}", live.index, policies.triggers.documents, search_intent(intent).text
+
+
+class FailingTiers(Recording):
+    """The real engine; the tier items of a speculated ``_msearch`` (the percolation of
+    ``policies_index`` first) are sent to an index that does not exist: they fail, the
+    percolation answers."""
+
+    def __init__(self, real: Engine, policies_index: str) -> None:
+        super().__init__(real)
+        self.policies_index = policies_index
+
+    def request(
+        self, method: str, path: str, body: Any = None, params: Any = None, timeout_s: Any = None
+    ) -> Any:
+        if path == "/_msearch" and isinstance(body, str):
+            lines = body.splitlines()
+            if json.loads(lines[0])["index"] == self.policies_index:
+                for at in range(2, len(lines), 2):
+                    lines[at] = json.dumps({"index": "gstest-no-such-index"})
+                body = "\n".join(lines) + "\n"
+        return super().request(method, path, body, params, timeout_s)
+
+
+@pytest.mark.parametrize("intent", ["chocolate", "mustard"])
+def test_a_failed_tier_fails_a_right_guess_closed_and_not_a_wrong_one(
+    engine: Engine, settings: Settings, ready: Ready, intent: str  # noqa: F811
+) -> None:
+    """A right guess's tiers are served: one that failed fails the request closed (503), as
+    without speculation. A wrong guess's tiers are dropped, so their failure fails nothing:
+    the plan the percolation found is served."""
+    failing = FailingTiers(engine, ready.policies_index)
+    on = _service(failing, settings, ready, plan_cache_size=0, speculation=True)
+    off = _service(engine, settings, ready, plan_cache_size=0, speculation=False)
+    try:
+        on.search(SearchRequest(intent="oranges"), FIXED_NOW)  # not speculated: nothing learned yet
+        _settled(on)  # the version's phrases learned (chocolate's words among them)
+        request = SearchRequest(intent=intent)
+        with pytest.raises(EngineError):
+            on.search(request, FIXED_NOW)  # guessed right: its failed tier fails it
+        assert on.speculations.counts()[0] >= 1
+        assert on.guessing is not None
+        guess = on.guessing.guess
+        on.guessing.guess = lambda *args: {"phrase:made-up": [(0, 1)]}  # type: ignore[method-assign]
+        served = on.search(request, FIXED_NOW)  # guessed wrong: its failed tiers are dropped
+        on.guessing.guess = guess  # type: ignore[method-assign]
+        assert served.execution.status == "ok"
+        assert _seen(served.execution) == _seen(off.search(request, FIXED_NOW).execution)
+    finally:
+        on.close()
+        off.close()
+
+
+def test_a_guess_that_cannot_be_composed_is_not_tried(
+    pair: tuple[Recording, SearchService, SearchService], ready: Ready  # noqa: F811
+) -> None:
+    """A guess no percolation gives (a span past the intent's end) fails its composition:
+    the miss goes as without speculation."""
+    recording, on, off = pair
+    assert on.guessing is not None
+    intent = "cheap chocolate"
+    on.search(SearchRequest(intent=intent, market="zz"), FIXED_NOW)  # its words learned
+    _settled(on)
+    recording.sent.clear()
+    guess = on.guessing.guess
+    on.guessing.guess = lambda *args: {  # type: ignore[method-assign]
+        document: [(a + 100, b + 100) for a, b in ranges] for document, ranges in (guess(*args) or {}).items()
+    }
+    try:
+        _same(on, off, SearchRequest(intent=intent), FIXED_NOW)
+        assert recording.sent[0][1] == f"/{ready.policies_index}/_search"  # not speculated
+    finally:
+        on.guessing.guess = guess  # type: ignore[method-assign]
+
+
+def test_a_guess_that_raises_fails_nothing(
+    pair: tuple[Recording, SearchService, SearchService], ready: Ready  # noqa: F811
+) -> None:
+    recording, on, off = pair
+    assert on.guessing is not None
+
+    def broken(*args: Any) -> None:
+        raise KeyError("a bug in the guess")
+
+    guess, on.guessing.guess = on.guessing.guess, broken  # type: ignore[method-assign]
+    try:
+        _same(on, off, SearchRequest(intent="cheap chocolate"), FIXED_NOW)
+        assert recording.sent[0][1] == f"/{ready.policies_index}/_search"  # not speculated
+    finally:
+        on.guessing.guess = guess  # type: ignore[method-assign]
 
 
 @pytest.mark.parametrize("intent", ["mustard", "chocolate"])

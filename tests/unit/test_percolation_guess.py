@@ -10,7 +10,15 @@ import pytest
 
 from control_plane import percolation_guess
 from control_plane.catalog.analysis import PolicyAnalysis
-from control_plane.percolation_guess import COMPLEX, Guesser, Learner, Terms, per_token, standard_tokens
+from control_plane.percolation_guess import (
+    COMPLEX,
+    MAX_TOKEN,
+    Guesser,
+    Learner,
+    Terms,
+    per_token,
+    standard_tokens,
+)
 
 
 @pytest.mark.parametrize(
@@ -121,10 +129,23 @@ def test_no_guess_with_a_word_not_learned_or_not_read(intent: str) -> None:
     assert _guesser().guess(intent) is None
 
 
-def test_a_version_with_a_phrase_of_unknown_words_is_not_guessed() -> None:
-    assert Guesser.of({**DOCUMENTS, "phrase:x": ("phrase", "the chocolate")}, Terms(known=TERMS)) is None
-    assert Guesser.of({**DOCUMENTS, "phrase:y": ("phrase", "never learned")}, Terms(known=TERMS)) is None
-    assert Guesser.of({**DOCUMENTS, "phrase:z": ("phrase", "中文")}, Terms(known=TERMS)) is None
+def test_a_phrase_not_read_here_leaves_out_the_intents_holding_its_words() -> None:
+    unread = {
+        "phrase:x": ("phrase", "the chocolate"),  # "the": no term of its own
+        "phrase:y": ("phrase", "never learned"),
+        "phrase:z": ("phrase", "thé 中文"),
+    }
+    guesser = Guesser.of({**DOCUMENTS, **unread}, Terms(known=TERMS))
+    assert guesser.unread == {"the", "chocolate", "never", "learned", "thé", "中", "文"}
+    for intent in ("dark chocolate", "learned", "Never", "thé"):
+        assert guesser.guess(intent) is None, intent
+    assert guesser.guess("oranges") == {"exact:oranges": [(0, 7)]}
+    assert guesser.guess("pas cher") == {"phrase:pas-cher": [(0, 3), (4, 8)]}
+
+
+def test_a_token_longer_than_any_word_is_not_read() -> None:
+    assert standard_tokens("a" * MAX_TOKEN) == [(0, MAX_TOKEN, "a" * MAX_TOKEN)]
+    assert standard_tokens("cheap " + "a" * (MAX_TOKEN + 1)) is None
 
 
 def test_the_learner_runs_jobs_in_order_drops_repeats_and_survives_a_failing_job() -> None:
@@ -173,5 +194,6 @@ def test_the_learners_thread_ends_when_idle_and_a_later_job_starts_another(
         assert ran[1] is not first and ran == [first, ran[1]]
     finally:
         learner.close()
-    learner.submit("after close", lambda: ran.append(threading.current_thread()))  # refused: closed
-    assert len(ran) == 2
+    learner.submit("after close", lambda: ran.append(threading.current_thread()))
+    assert learner._thread is None and not learner._waiting  # refused: nothing queued or started
+    learner.settle()  # and nothing to wait for
