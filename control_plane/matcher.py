@@ -512,11 +512,12 @@ class Triggers:
 
     def may_match(self, intent: str) -> bool:
         """A guess, pure and per version: False when ``intent`` shares no word (nor sign) with
-        any phrase of the trigger documents, so its percolation will likely find none (the
-        engine's analyzer, the standard tokenizer lowercased, matches only tokens that both
-        hold). It can be wrong at the edges of its word splitting (the tokenizer's word
-        boundaries are Unicode's, UAX #29); the percolation is still what decides, and a wrong
-        guess costs a search sent for nothing (ADR 0048)."""
+        any phrase of the trigger documents, so its percolation will likely find none. It
+        compares words, not the analyzer's terms, so it is wrong where different words make
+        one term (``chocolats`` and ``chocolat``, once stemmed) and at the edges of its word
+        splitting (the tokenizer's word boundaries are Unicode's, UAX #29); the percolation
+        is still what decides, and a wrong guess costs a search sent for nothing (ADR 0048;
+        the learned guess of ADR 0049 reads terms)."""
         return self.words is None or not self.words.isdisjoint(words_of(intent))
 
     def expand(
