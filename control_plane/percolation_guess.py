@@ -9,8 +9,9 @@ their highlighted ranges, so that a miss of a *matched* intent can be speculated
   UAX #29) for the text it is sure about: Latin, Greek and Cyrillic letters, ASCII digits,
   spaces, and ASCII signs. An apostrophe, full stop or colon between two letters, or a
   comma, semicolon, full stop or apostrophe between two digits, is inside a word (as the
-  tokenizer keeps ``l'huile`` and ``1,5``); ``_`` (which joins words) and any other
-  character (ideographs, emoji, other scripts, combining marks): no guess.
+  tokenizer keeps ``l'huile`` and ``1,5``); ``_`` (which joins words), any other
+  character (ideographs, emoji, other scripts, combining marks) or a token longer than
+  :data:`MAX_TOKEN`: no guess.
 - **Terms**: what the policies index's analyzer makes of one token is learned from the
   engine (``_analyze``, :class:`Terms`), once per token and analysis, off the request path
   (:class:`Learner`). Only an analyzer whose filters work on one token at a time qualifies
@@ -23,6 +24,8 @@ their highlighted ranges, so that a miss of a *matched* intent can be speculated
   :func:`~control_plane.matcher_patterns.phrase_query` writes it). The guess of an intent is
   every document one of whose queries matches its terms, with the offsets of the matched
   tokens, in document id order: what the engine's sorted, highlighted percolation returns.
+  A phrase that cannot be read here is left out, and an intent sharing one of its words is
+  not guessed (:attr:`Guesser.unread`).
 
 A guess is only ever a guess. The service serves it only when the percolation's answer is
 equal to it, entry for entry (ADR 0049), so a wrong guess costs the tiers searched for
