@@ -34,7 +34,6 @@ nothing, never a wrong plan.
 
 from __future__ import annotations
 
-import bisect
 import logging
 import queue
 import re
@@ -42,16 +41,15 @@ import threading
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from control_plane.catalog.analysis import PolicyAnalysis
 from control_plane.engine import Engine, EngineError
+from control_plane.matcher import Percolated, words_of
 from control_plane.matcher_patterns import phrase_query
+from control_plane.policy_store import analysed_values, index_analysis
 
 log = logging.getLogger("govsearch.guess")
 
-Percolated = Mapping[str, list[tuple[int, int]]]
-"""as :data:`control_plane.matcher.Percolated`: each matched document and its ranges"""
 Token = tuple[int, int, str]
 """a token's start and end offsets (code points) and its text"""
 
@@ -141,8 +139,6 @@ def per_token(analysis: PolicyAnalysis) -> bool:
 
 COMPLEX = ""
 """the term of a token that the analyzer does not make exactly one term of"""
-ANALYZE_BATCH = 500
-"""tokens per ``_analyze`` request"""
 TERMS_LIMIT = 100_000
 """intent tokens learned per analysis, at most (of at most :data:`MAX_TOKEN` characters: about
 twenty megabytes at worst; past it, no more intent tokens are learned)"""
@@ -169,29 +165,19 @@ class Terms:
     def learn(
         self, engine: Engine, index: str, analyzer: str, tokens: Sequence[str], *, bounded: bool = True
     ) -> None:
-        """Analyse ``tokens`` with ``index``'s ``analyzer`` (:data:`ANALYZE_BATCH` a request,
-        as an array: each value one offset after the end of the one before) and keep each
+        """Analyse ``tokens`` with ``index``'s ``analyzer``
+        (:func:`~control_plane.policy_store.analysed_values`: many a request) and keep each
         token's term: the one term whose offsets are exactly the token's, else
         :data:`COMPLEX`. ``bounded``: no more than the limit allows (a version's own phrases
         are learned whatever it)."""
         wanted = self.unknown(tokens)
         if bounded:
             wanted = wanted[: max(0, self.limit - len(self._terms))]
-        for at in range(0, len(wanted), ANALYZE_BATCH):
-            chunk = wanted[at : at + ANALYZE_BATCH]
-            result = engine.request("POST", f"/{index}/_analyze", body={"analyzer": analyzer, "text": chunk})
-            starts, position = [], 0
-            for token in chunk:
-                starts.append(position)
-                position += len(token.encode("utf-16-le")) // 2 + 1
-            found: list[list[Mapping[str, Any]]] = [[] for _ in chunk]
-            for term in result.get("tokens", []):
-                found[bisect.bisect_right(starts, term["start_offset"]) - 1].append(term)
-            for token, start, terms in zip(chunk, starts, found, strict=True):
-                end = start + len(token.encode("utf-16-le")) // 2
-                one = terms[0] if len(terms) == 1 else None
-                alone = one is not None and (one["start_offset"], one["end_offset"]) == (start, end)
-                self._terms[token] = str(one["token"]) if alone and one is not None else COMPLEX
+        for token, start, terms in analysed_values(engine, index, analyzer, wanted):
+            end = start + len(token.encode("utf-16-le")) // 2
+            one = terms[0] if len(terms) == 1 else None
+            alone = one is not None and (one["start_offset"], one["end_offset"]) == (start, end)
+            self._terms[token] = str(one["token"]) if alone and one is not None else COMPLEX
 
 
 # --- the queries -----------------------------------------------------------------------
@@ -239,8 +225,6 @@ class Guesser:
         """The guesser of ``documents`` (id -> (kind, normalised text)), their tokens'
         terms in ``terms``. A phrase that cannot be read here (a character, a token without
         a term of its own) is left out, and its words are :attr:`unread`."""
-        from control_plane.matcher import words_of  # lazy: the matcher's module is the larger
-
         queries, unread = [], set()
         for document, (kind, text) in documents.items():
             tokens = standard_tokens(text)
@@ -258,11 +242,8 @@ class Guesser:
         tokens = standard_tokens(intent)
         if tokens is None:
             return None
-        if self.unread:
-            from control_plane.matcher import words_of
-
-            if not self.unread.isdisjoint(words_of(intent)):
-                return None
+        if self.unread and not self.unread.isdisjoint(words_of(intent)):
+            return None
         terms: list[str] = []
         for _, _, token in tokens:
             term = self.terms.get(token)
@@ -379,9 +360,14 @@ class Guessing:
     """The service's guesses: a :class:`Guesser` per loaded version (the last two), the
     :class:`Terms` per analysis, and the :class:`Learner` that builds and teaches them."""
 
-    def __init__(self, engine: Engine, analysis: PolicyAnalysis, *, limit: int = TERMS_LIMIT) -> None:
+    def __init__(
+        self, engine: Engine, analysis: Callable[[], PolicyAnalysis], *, limit: int = TERMS_LIMIT
+    ) -> None:
         self.engine = engine
-        self.analysis = analysis
+        self._analysis = analysis
+        """the policies' analysis, read by the first build (off the request path, and not at
+        all by a service that never speculates)"""
+        self.analysis: PolicyAnalysis | None = None
         self.limit = limit
         self.learner = Learner()
         self._terms: dict[str | None, Terms] = {}
@@ -408,37 +394,36 @@ class Guessing:
         if guesser is None:
             return None
         found = guesser.guess(intent)
-        if found is None:
-            terms = guesser.terms
+        if found is None and self.analysis is not None:
+            terms, analyzer = guesser.terms, self.analysis.analyzer
             unknown = terms.unknown(t for _, _, t in standard_tokens(intent) or ())
             if unknown and len(terms) + len(self._pending) < terms.limit:
                 with self._lock:
                     self._pending.update(dict.fromkeys(unknown))
-                self.learner.submit(f"learn {scope}", lambda: self._learn(terms, index))
+                self.learner.submit(f"learn {scope}", lambda: self._learn(terms, index, analyzer))
         return found
 
-    def _learn(self, terms: Terms, index: str) -> None:
-        """Learn every pending token (one ``_analyze`` per :data:`ANALYZE_BATCH`)."""
+    def _learn(self, terms: Terms, index: str, analyzer: str) -> None:
+        """Learn every pending token."""
         with self._lock:
             tokens, self._pending = list(self._pending), {}
-        terms.learn(self.engine, index, self.analysis.analyzer, tokens)
+        terms.learn(self.engine, index, analyzer, tokens)
 
     def _build(self, scope: str, index: str, documents: Mapping[str, tuple[str, str]]) -> None:
         """The guesser of one load (None: not guessed); the last two loads are kept (requests
         of the previous one may still be in flight while the alias moves)."""
         guesser = None
         try:
-            from control_plane.policy_store import index_analysis  # lazy: the store imports the matcher
-
+            analysis = self.analysis = self.analysis or self._analysis()
             fingerprint = index_analysis(self.engine, index)
-            if fingerprint == self.analysis.fingerprint and per_token(self.analysis):
+            if fingerprint == analysis.fingerprint and per_token(analysis):
                 terms = self._terms.get(fingerprint) or Terms(self.limit)
                 tokens = [t for _, text in documents.values() for _, _, t in standard_tokens(text) or ()]
-                terms.learn(self.engine, index, self.analysis.analyzer, tokens, bounded=False)
+                terms.learn(self.engine, index, analysis.analyzer, tokens, bounded=False)
                 self._terms = {fingerprint: terms}  # one analysis served at a time
                 guesser = Guesser.of(documents, terms)
-        except EngineError:  # (a refused ``_analyze``, say): this load is not guessed
-            log.warning("no percolation guesses for %s: the engine refused what they need", index,
+        except (EngineError, OSError, ValueError):  # a refused ``_analyze``, an unreadable profile
+            log.warning("no percolation guesses for %s: what they need could not be read", index,
                         exc_info=True)
         kept = [(key, value) for key, value in self._guessers.items() if key != scope][-1:]
         self._guessers = dict([*kept, (scope, guesser)])

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from control_plane.engine import Engine, EngineError
-from control_plane.engine.base import msearch_lines, msearch_responses
+from control_plane.engine.base import msearch_responses
 
 HALF_LIFE_DAYS = 60.0
 MAX_EXTRA = 3.5
@@ -79,8 +79,7 @@ def lookup_alongside(
     shard raises); the purchases item likewise, except that a missing index (404) means no
     rows, as it does alone."""
     searches = [search, (index, purchases_query(user_id))]
-    result = engine.request("POST", "/_msearch", body=msearch_lines(searches))
-    answer, purchases = result["responses"]
+    answer, purchases = engine.msearch_answers(searches)
     (checked,) = msearch_responses(searches[:1], [answer])
     if "error" in purchases and purchases.get("status") == 404:
         return checked, []

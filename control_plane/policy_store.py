@@ -214,32 +214,38 @@ def write_index(
     return name
 
 
-#: phrases and characters per ``_analyze`` request of :func:`token_counts` (the engine
+#: texts and characters per ``_analyze`` request of :func:`analysed_values` (the engine
 #: refuses a request past ``index.analyze.max_token_count``, 10,000 tokens by default)
 ANALYZE_BATCH = 500
 ANALYZE_CHARS = 4000
 
 
 def token_counts(engine: Engine, index: str, analyzer: str, phrases: Iterable[str]) -> dict[str, int]:
-    """How many tokens ``analyzer`` makes of each phrase, :data:`ANALYZE_BATCH` phrases per
-    ``_analyze`` request (one request per phrase before: a third of a 20,000-policy publish).
-    The engine analyses an array as one text, each value ``offset_gap`` (1) after the end of
-    the one before, offsets in UTF-16 code units: a token belongs to the value whose range
-    holds its start offset."""
-    counts: dict[str, int] = {}
-    for chunk in _chunks(list(dict.fromkeys(phrases))):
+    """How many tokens ``analyzer`` makes of each phrase (:func:`analysed_values`: one
+    request per :data:`ANALYZE_BATCH` phrases, one per phrase before: a third of a
+    20,000-policy publish)."""
+    return {phrase: len(tokens) for phrase, _, tokens in analysed_values(engine, index, analyzer, phrases)}
+
+
+def analysed_values(
+    engine: Engine, index: str, analyzer: str, texts: Iterable[str]
+) -> Iterator[tuple[str, int, list[dict[str, Any]]]]:
+    """Each distinct text, where it starts in its request, and the tokens ``analyzer`` makes
+    of it: :data:`ANALYZE_BATCH` texts (at most :data:`ANALYZE_CHARS` characters) per
+    ``_analyze`` request. The engine analyses an array as one text, each value
+    ``offset_gap`` (1) after the end of the one before, offsets in UTF-16 code units: a
+    token belongs to the value whose range holds its start offset."""
+    for chunk in _chunks(list(dict.fromkeys(texts))):
         result = engine.request("POST", f"/{index}/_analyze", body={"analyzer": analyzer, "text": chunk})
-        ends: list[int] = []
+        starts: list[int] = []
         position = 0
-        for phrase in chunk:
-            position += len(phrase.encode("utf-16-le")) // 2
-            ends.append(position)
-            position += 1
-        found = [0] * len(chunk)
-        for token in result["tokens"]:
-            found[bisect.bisect_left(ends, token["start_offset"])] += 1
-        counts.update(zip(chunk, found, strict=True))
-    return counts
+        for text in chunk:
+            starts.append(position)
+            position += len(text.encode("utf-16-le")) // 2 + 1
+        found: list[list[dict[str, Any]]] = [[] for _ in chunk]
+        for token in result.get("tokens", []):
+            found[bisect.bisect_right(starts, token["start_offset"]) - 1].append(token)
+        yield from zip(chunk, starts, found, strict=True)
 
 
 def _chunks(phrases: list[str]) -> Iterator[list[str]]:

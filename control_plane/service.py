@@ -299,7 +299,7 @@ class SearchService:
         layout, ``LivePolicySet.load``): it depends on nothing else, so a plan that misses for
         other cohorts, another market or past a window edge expands it again without a
         percolation (ADR 0043)"""
-        self.guessing = _guessing(engine, profile) if settings.search.speculation else None
+        self.guessing = Guessing(engine, profile.policy_analysis) if settings.search.speculation else None
         """the in-process guesses speculation sends a miss's tiers with (ADR 0049)"""
         self.speculations = Speculations()
         # a pinned index is read once: it never moves
@@ -666,15 +666,6 @@ class SearchService:
             renderings.replay = replay_of(execution, key)
         renderings.stop_tier = execution.runs[-1].tier
         return execution
-
-
-def _guessing(engine: Engine, profile: CatalogProfile) -> Guessing | None:
-    """The guesses of a service whose policies are analysed as ``profile`` says; None when
-    its analysis cannot be read (then only ADR 0048's guess is made)."""
-    try:
-        return Guessing(engine, profile.policy_analysis())
-    except (OSError, ValueError):
-        return None
 
 
 def _plan_key(request: SearchRequest, intent: str) -> tuple[str, tuple[str, ...], str | None]:

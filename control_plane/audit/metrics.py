@@ -39,31 +39,21 @@ _CREATED = os.environ.get("PROMETHEUS_DISABLE_CREATED_SERIES", "False").lower() 
 """``*_created`` samples, as ``prometheus_client`` decides (read once, at import, as it does)"""
 
 
-class _CacheCollector(Collector):
-    def __init__(self, counts: Callable[[], tuple[int, int]]) -> None:
+class _PairCollector(Collector):
+    """A counter of two label values read from the service when scraped (the plan cache's
+    hits and misses, speculation's right and wrong guesses)."""
+
+    def __init__(
+        self, name: str, documentation: str, label: str, values: tuple[str, str],
+        counts: Callable[[], tuple[int, int]],
+    ) -> None:
+        self.name, self.documentation, self.label, self.values = name, documentation, label, values
         self.counts = counts
 
     def collect(self) -> Iterator[CounterMetricFamily]:
-        hits, misses = self.counts()
-        family = CounterMetricFamily("govsearch_plan_cache", "plan cache lookups", labels=["result"])
-        family.add_metric(["hit"], hits)
-        family.add_metric(["miss"], misses)
-        yield family
-
-
-class _SpeculationCollector(Collector):
-    def __init__(self, counts: Callable[[], tuple[int, int]]) -> None:
-        self.counts = counts
-
-    def collect(self) -> Iterator[CounterMetricFamily]:
-        right, wrong = self.counts()
-        family = CounterMetricFamily(
-            "govsearch_speculation",
-            "plan misses whose tiers were sent with their percolation, by whether the guess was right",
-            labels=["guess"],
-        )
-        family.add_metric(["right"], right)
-        family.add_metric(["wrong"], wrong)
+        family = CounterMetricFamily(self.name, self.documentation, labels=[self.label])
+        for value, count in zip(self.values, self.counts(), strict=True):
+            family.add_metric([value], count)
         yield family
 
 
@@ -222,10 +212,16 @@ class Metrics:
         )
 
     def watch_cache(self, counts: Callable[[], tuple[int, int]]) -> None:
-        self.registry.register(_CacheCollector(counts))
+        self.registry.register(
+            _PairCollector("govsearch_plan_cache", "plan cache lookups", "result", ("hit", "miss"), counts)
+        )
 
     def watch_speculation(self, counts: Callable[[], tuple[int, int]]) -> None:
-        self.registry.register(_SpeculationCollector(counts))
+        self.registry.register(_PairCollector(
+            "govsearch_speculation",
+            "plan misses whose tiers were sent with their percolation, by whether the guess was right",
+            "guess", ("right", "wrong"), counts,
+        ))
 
     def observe_decision(self, record: dict[str, Any]) -> None:
         """A decision record's metrics (one lock taken; a scrape after this sees them)."""

@@ -24,7 +24,8 @@ from control_plane.bootstrap import Ready
 from control_plane.engine import Engine
 from control_plane.intent_text import search_intent
 from control_plane.loader import load_policy_set
-from control_plane.percolation_guess import ANALYZE_BATCH, COMPLEX, Guessing, Terms, standard_tokens
+from control_plane.percolation_guess import COMPLEX, Guessing, Terms, standard_tokens
+from control_plane.policy_store import ANALYZE_BATCH
 from tests.e2e.conftest import ready, settings  # noqa: F401
 from tests.integration.test_hot_path import QUERIES
 from tests.integration.test_matching import CASES, build, hostile_intent
@@ -80,7 +81,7 @@ def _variants() -> list[str]:
 def _check(engine: Engine, index: str, documents: dict[str, tuple[str, str]], texts: list[str]) -> int:
     """Every guess of ``texts`` (normalised) against the percolation of ``index``; the number
     of texts guessed. Each is guessed once its words are learned (a first try teaches them)."""
-    guessing = Guessing(engine, policy_store.default_analysis())
+    guessing = Guessing(engine, policy_store.default_analysis)
     scope = f"{index}#test"
     try:
         assert guessing.guess(scope, index, documents, "x") is None  # the version's guesser: built next
