@@ -19,10 +19,14 @@ in a temporary directory), and measures, interleaved in one run:
   floor / raw is what a second HTTP hop through Python costs by itself, governed / floor
   what govsearch's own work costs on top;
 - throughput at concurrency 1, 4 and 16: as many threads, each with its own connection,
-  sending requests for ``S`` seconds per variant, in two halves of ``S / 2``: governed,
-  pipeline, floor and raw one after another, then in the reverse order, so each variant runs
-  once early and once late in its level (the engine's state drifts within a level: it went
-  on compiling hot code for tens of seconds at full load, while its CPU per request halved).
+  sending requests for ``S`` seconds per variant, in ``SLICES`` slices of ``S / SLICES``:
+  per slice raw, governed, pipeline and floor one after another, the order reversed from one
+  slice to the next, so each variant runs early and late in its level alike (the engine's
+  state drifts within a level: it went on compiling hot code for tens of seconds at full
+  load, while its CPU per request halved; and the machine's other work comes and goes). Each
+  variant's rate is its mean over the slices; its **paired ratio** to raw is the median, with
+  the lowest and highest, of the ratios of the rates measured side by side in each slice
+  (``<variant>_paired``): the spread says how far the verdict on a target is from the noise.
 
 Before anything is measured the engine is warmed: ``3 S`` seconds of the raw requests from
 four clients (its JIT compiler settles: on this machine a fresh node's C2 compiler thread
@@ -59,7 +63,7 @@ import httpx
 
 from bench import environment
 from bench.governed import INTENTS
-from bench.stats import summary
+from bench.stats import paired_ratios, paired_text, summary
 from control_plane.bootstrap import prepare, profile_of
 from control_plane.config import EngineSettings, Settings
 from control_plane.engine import Engine
@@ -69,6 +73,8 @@ from control_plane.times import system_clock
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CONCURRENCY = (1, 4, 16)
+SLICES = 4
+"""slices each variant's throughput phase is cut in, per level (every slice runs every variant)"""
 CLIENT_HEADERS = {"Accept-Encoding": "identity"}
 """what every client of the bench sends: httpx asks for gzip by default, and the engine then
 compresses its answers to the raw client (about 0.5 ms of engine CPU and 0.3 ms per request
@@ -202,7 +208,8 @@ def _metered(
 
 
 def run(
-    engine: Engine, url: str, workers: int, seconds: float, rounds: int, batching: str = "serial"
+    engine: Engine, url: str, workers: int, seconds: float, rounds: int, batching: str = "serial",
+    slices: int = SLICES,
 ) -> dict[str, Any]:
     settings = Settings(engine=EngineSettings(url=url, timeout_s=30))
     settings = settings.model_copy(
@@ -264,28 +271,39 @@ def run(
         single = _single_client(call, bases, intents, 3, rounds)
         throughput: dict[str, Any] = {}
         cpu = {"engine": lambda: environment.engine_cpu_s(engine)}
-        for threads in CONCURRENCY:
+        order = ["raw", "governed", "pipeline", "floor"]  # raw first: the paired ratios are to it
+        for level, threads in enumerate(CONCURRENCY):
             figures: dict[str, Any] = {}
-            halves: dict[str, list[dict[str, float]]] = {}
-            order = ("governed", "pipeline", "floor", "raw")
-            for variant in (*order, *order[::-1]):  # each variant once early, once late
-                pid = servers.get(variant)
-                meters = cpu | ({"service": partial(environment.tree_cpu_s, pid)} if pid else {})
-                halves.setdefault(variant, []).append(
-                    _metered(call[variant], bases[variant], intents, threads, seconds / 2, meters)
-                )
-            for variant, measured in halves.items():
+            phases: dict[str, list[dict[str, float]]] = {variant: [] for variant in order}
+            for variants in slice_orders(order, level, slices):  # every variant in every slice
+                for variant in variants:
+                    pid = servers.get(variant)
+                    meters = cpu | ({"service": partial(environment.tree_cpu_s, pid)} if pid else {})
+                    phases[variant].append(
+                        _metered(call[variant], bases[variant], intents, threads, seconds / slices, meters)
+                    )
+            for variant, measured in phases.items():
                 combined = _combined(measured)
                 figures[variant] = combined.pop("req_s")
                 figures.update({f"{variant}_{name}": value for name, value in combined.items()})
             figures["ratio"] = round(figures["governed"] / figures["raw"], 2)
             figures["floor_ratio"] = round(figures["floor"] / figures["raw"], 2)
             figures["pipeline_ratio"] = round(figures["pipeline"] / figures["raw"], 2)
+            paired = paired_ratios({variant: [phase["req_s"] for phase in measured]
+                                    for variant, measured in phases.items()})
+            figures.update({f"{variant}_paired": spread for variant, spread in paired.items()})
             throughput[str(threads)] = figures
     return {"http": {"workers": workers, "tier_batching": batching, "intents": intents, "rounds": rounds,
-                     "seconds": seconds, "engine_warmup_s": warmup_s, "throughput_halves": 2,
+                     "seconds": seconds, "engine_warmup_s": warmup_s, "throughput_slices": slices,
                      "single_client_warm": single, "throughput_req_s": throughput,
                      "engine_round_trips": trips}}
+
+
+def slice_orders(names: list[str], level: int, slices: int) -> list[list[str]]:
+    """The order the variants run in, slice by slice, at the ``level``-th concurrency: the
+    given order and its reverse in turn, the first slice of each level the reverse of the
+    previous level's."""
+    return [names if (level + number) % 2 == 0 else names[::-1] for number in range(slices)]
 
 
 def _combined(halves: list[dict[str, float]]) -> dict[str, float]:
@@ -328,13 +346,15 @@ def report(result: dict[str, Any]) -> str:
               f"Engine round trips per search: {trips['warm_mean']} warm, {trips['new_user_mean']} new user,"
               f" {trips['cold_mean']} cold.", "",
               "| concurrency | req/s: governed, pipeline, floor, raw | ratios to raw: governed, pipeline,"
-              " floor | CPU ms per request (server, engine): governed | pipeline | floor | raw (engine) |",
-              "| --- | --- | --- | --- | --- | --- | --- |"]
+              " floor | governed / raw slice by slice | CPU ms per request (server, engine): governed"
+              " | pipeline | floor | raw (engine) |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for threads, figures in http["throughput_req_s"].items():
         kinds = ("governed", "pipeline", "floor")
         lines.append(
             f"| {threads} | {', '.join(str(figures.get(k, '-')) for k in (*kinds, 'raw'))} |"
-            f" {figures['ratio']}, {figures.get('pipeline_ratio', '-')}, {figures.get('floor_ratio', '-')} | "
+            f" {figures['ratio']}, {figures.get('pipeline_ratio', '-')}, {figures.get('floor_ratio', '-')} |"
+            f" {paired_text(figures.get('governed_paired'))} | "
             + " | ".join(
                 f"{figures.get(f'{k}_service_cpu_ms', '-')}, {figures.get(f'{k}_engine_cpu_ms', '-')}"
                 for k in kinds

@@ -12,11 +12,16 @@ round):
   client per variant (the search's p50 per intent too);
 - throughput of ``POST /v1/search`` at concurrency 4 and 16 (``--concurrency 1,4,16`` for
   other levels; as many threads, each with its own connection, for ``S`` seconds per
-  variant, variants one after another per level, the order alternating per level), with
-  the CPU per request of the variant's server (its process tree, user + system, from
-  ``/proc``) during each phase, and at ``--workers 1`` the decision log's group commit over
-  the phase (batches, records per batch, write + sync time per batch, from the server's
-  ``govsearch_audit_batch_*`` metrics; none from a server without them).
+  variant and level), in ``--slices K`` slices of ``S / K`` seconds: per slice every variant
+  runs once, one after another, the order alternating from slice to slice (and from level
+  to level), so a machine whose load drifts weighs on every variant alike. Reported per
+  variant and level: the mean rate and the CPU per request of the variant's server (its
+  process tree, user + system, from ``/proc``) over its slices, the **paired ratio** to the
+  first variant (the median over the slices of the two rates measured side by side, with
+  its lowest and highest: a spread that straddles 1 is no difference), and at
+  ``--workers 1`` the decision log's group commit over the level (batches, records per
+  batch, write + sync time per batch, from the server's ``govsearch_audit_batch_*``
+  metrics; none from a server without them).
 
 The result goes to ``bench/results/<UTC date>-http-layer.json`` with the command, the
 machine and the load average; on a shared machine, read the ratios between variants.
@@ -40,8 +45,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench import environment
 from bench.governed import INTENTS
-from bench.http import _metered
-from bench.stats import summary
+from bench.http import _combined, _metered, slice_orders
+from bench.stats import paired_ratios, summary
 from control_plane.bootstrap import prepare
 from control_plane.config import EngineSettings, Settings
 from control_plane.engine import Engine
@@ -101,7 +106,7 @@ def _single_client(bases: dict[str, str], intents: list[str], rounds: int) -> di
 
 
 def run(engine: Engine, url: str, variants: dict[str, dict[str, str]], workers: int, seconds: float,
-        rounds: int, concurrency: tuple[int, ...] = CONCURRENCY) -> dict[str, Any]:
+        rounds: int, concurrency: tuple[int, ...] = CONCURRENCY, slices: int = 1) -> dict[str, Any]:
     settings = Settings(engine=EngineSettings(url=url, timeout_s=30))
     now = system_clock()
     prepare(engine, settings, clock=lambda: now)
@@ -124,24 +129,35 @@ def run(engine: Engine, url: str, variants: dict[str, dict[str, str]], workers: 
             throughput: dict[str, dict[str, float]] = {}
             service_cpu: dict[str, dict[str, float]] = {}
             batches: dict[str, dict[str, dict[str, float]]] = {}
+            paired: dict[str, dict[str, dict[str, float]]] = {}
             for number, threads in enumerate(concurrency):
-                names = list(bases) if number % 2 == 0 else list(bases)[::-1]
-                throughput[str(threads)], service_cpu[str(threads)] = {}, {}
-                for name in names:
-                    before = _batches(bases[name]) if workers == 1 else None
-                    metered = _metered(governed, bases[name], intents, threads, seconds,
-                                       {"service": partial(environment.tree_cpu_s, pids[name])})
-                    throughput[str(threads)][name] = metered["req_s"]
-                    service_cpu[str(threads)][name] = metered["service_cpu_ms"]
-                    if before is not None:
-                        batches.setdefault(str(threads), {})[name] = _batched(before, _batches(bases[name]))
+                level = str(threads)
+                before = {name: _batches(base) for name, base in bases.items()} if workers == 1 else {}
+                measured: dict[str, list[dict[str, float]]] = {name: [] for name in bases}
+                for order in slice_orders(list(bases), number, slices):
+                    for name in order:
+                        measured[name].append(_metered(
+                            governed, bases[name], intents, threads, seconds / slices,
+                            {"service": partial(environment.tree_cpu_s, pids[name])},
+                        ))
+                combined = {name: _combined(phases) for name, phases in measured.items()}
+                throughput[level] = {name: figures["req_s"] for name, figures in combined.items()}
+                service_cpu[level] = {name: figures["service_cpu_ms"] for name, figures in combined.items()}
+                if len(bases) > 1:
+                    paired[level] = paired_ratios(
+                        {name: [phase["req_s"] for phase in phases] for name, phases in measured.items()}
+                    )
+                for name, earlier in before.items():
+                    if earlier is not None:
+                        batches.setdefault(level, {})[name] = _batched(earlier, _batches(bases[name]))
         finally:
             for process in processes:
                 process.send_signal(signal.SIGTERM)
             for process in processes:
                 process.wait(timeout=60)
     return {"http_layer": {"workers": workers, "variants": variants, "rounds": rounds, "seconds": seconds,
-                           "single_client": single, "throughput_req_s": throughput,
+                           "slices": slices, "single_client": single, "throughput_req_s": throughput,
+                           "throughput_paired_ratio": paired,
                            "service_cpu_ms_per_request": service_cpu, "audit_batches": batches}}
 
 
@@ -202,6 +218,18 @@ def report(result: dict[str, Any]) -> str:
                   "| --- | " + " | ".join("---" for _ in cpu) + " |"]
         for name in layer["single_client"]:
             lines.append(f"| {name} | " + " | ".join(str(level[name]) for level in cpu.values()) + " |")
+    paired = layer.get("throughput_paired_ratio")
+    if paired and any(paired.values()):  # two variants or more, measured in slices
+        first = next(iter(layer["single_client"]))
+        lines += ["", f"Paired throughput ratio to {first}, median (lowest-highest) over"
+                  f" {layer['slices']} slices per level:", "",
+                  "| variant | " + " | ".join(f"at {c}" for c in paired) + " |",
+                  "| --- | " + " | ".join("---" for _ in paired) + " |"]
+        for name in list(layer["single_client"])[1:]:
+            cells = (level.get(name) for level in paired.values())
+            lines.append(f"| {name} | " + " | ".join(
+                f"{c['median']} ({c['low']}-{c['high']})" if c else "-" for c in cells
+            ) + " |")
     batches = layer.get("audit_batches")
     if batches:  # measured at --workers 1, from a server with the batch metrics
         lines += ["", "| concurrency | variant | batches | records per batch | batch write + sync ms |",
@@ -220,7 +248,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variant", action="append", default=[], metavar="NAME[=VAR=VALUE,...]",
                         help="a govsearch serve to measure, with extra environment (repeat; default: one)")
     parser.add_argument("--workers", type=int, default=1, help="govsearch serve --workers (default 1)")
-    parser.add_argument("--seconds", type=float, default=5.0, help="each throughput phase (default 5)")
+    parser.add_argument("--seconds", type=float, default=5.0,
+                        help="each variant's throughput phase per level, all its slices (default 5)")
+    parser.add_argument("--slices", type=int, default=4,
+                        help="slices each throughput phase is cut in, the variants alternating (default 4)")
     parser.add_argument("--rounds", type=int, default=10, help="single-client rounds over the intents")
     parser.add_argument("--concurrency", default=",".join(map(str, CONCURRENCY)), metavar="N,N,...",
                         help="client threads of the throughput phases (default 4,16)")
@@ -232,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     result = environment.recorded_run(
         command, args.engine_url, args.heap, out,
         lambda engine, url: run(engine, url, variants, args.workers, args.seconds, args.rounds,
-                                tuple(int(n) for n in args.concurrency.split(","))),
+                                tuple(int(n) for n in args.concurrency.split(",")), max(args.slices, 1)),
     )
     print(report(result))
     print(f"\nwritten to {out}")

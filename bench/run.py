@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import compose, environment, governed, http, percolation, plot, targets, tooling
+from bench.stats import paired_text
 from control_plane.engine import Engine
 from control_plane.times import system_clock
 
@@ -152,6 +153,11 @@ def _load(values: list[float]) -> str:
 
 
 def _throughput_heading(served: dict[str, Any]) -> str:
+    if "throughput_slices" in served:
+        return (f"Throughput, {served['seconds']} s per variant and level in {served['throughput_slices']}"
+                f" slices (every variant in every slice, the order reversed from one to the next), after"
+                f" {served['engine_warmup_s']} s warming the engine; each client thread with its own"
+                " connection:")
     if "throughput_halves" not in served:  # a result from before the halves
         return f"Throughput, {served['seconds']} s per phase, each client thread with its own connection:"
     return (f"Throughput, {served['seconds']} s per variant and level in two halves (the second in the"
@@ -236,15 +242,18 @@ def _http_lines(served: dict[str, Any]) -> list[str]:
         _throughput_heading(served),
         "",
         _row(["concurrency (connections)", "req/s: governed, pipeline, floor, raw",
-              "ratio to raw: governed, pipeline, floor", "CPU ms per governed request (service, engine)",
+              "ratio to raw: governed, pipeline, floor",
+              "governed / raw slice by slice: median (lowest-highest)",
+              "CPU ms per governed request (service, engine)",
               "per pipeline request", "per floor request", "engine CPU ms per raw request"]),
-        _row(["---"] * 7),
+        _row(["---"] * 8),
     ]
     kinds = ("governed", "pipeline", "floor")
     for threads, figures in served["throughput_req_s"].items():
         lines.append(_row([
             threads, ", ".join(str(figures.get(k, "-")) for k in (*kinds, "raw")),
             ", ".join(str(figures.get(r, "-")) for r in ("ratio", "pipeline_ratio", "floor_ratio")),
+            paired_text(figures.get("governed_paired")),
             *(f"{figures.get(f'{k}_service_cpu_ms', '-')}, {figures.get(f'{k}_engine_cpu_ms', '-')}"
               for k in kinds),
             figures.get("raw_engine_cpu_ms", "-"),

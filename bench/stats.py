@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -38,3 +39,23 @@ def summary(samples_ns: Sequence[int]) -> dict[str, float]:
         "min_ms": round(ordered[0], 3) if ordered else math.nan,
         "max_ms": round(ordered[-1], 3) if ordered else math.nan,
     }
+
+
+def paired_ratios(rates: dict[str, list[float]]) -> dict[str, dict[str, float]]:
+    """Each variant's rate over the first variant's, slice by slice (``rates``: the variants'
+    rates per slice, the same slices in the same order): their median, lowest and highest.
+    A slice where the first variant served nothing is left out."""
+    names = list(rates)
+    first = rates[names[0]]
+    paired: dict[str, dict[str, float]] = {}
+    for name in names[1:]:
+        ratios = sorted(r / f for r, f in zip(rates[name], first, strict=True) if f > 0)
+        if ratios:
+            paired[name] = {"median": round(statistics.median(ratios), 3),
+                            "low": round(ratios[0], 3), "high": round(ratios[-1], 3)}
+    return paired
+
+
+def paired_text(spread: dict[str, float] | None) -> str:
+    """A paired ratio as ``median (lowest-highest)``; ``-`` for a result measured before them."""
+    return f"{spread['median']} ({spread['low']}-{spread['high']})" if spread else "-"

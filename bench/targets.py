@@ -94,8 +94,10 @@ def _throughput(concurrency: int) -> Callable[[Result], Verdict]:
         if figures is None:
             return _absent(target, f"concurrency {concurrency} not run")
         ratio = round(figures["governed"] / figures["raw"], 2) if figures["raw"] else 0.0
+        paired = figures.get("governed_paired")  # slice by slice, side by side (none in older results)
+        spread = f"; slice by slice {paired['median']}, {paired['low']}-{paired['high']}" if paired else ""
         return _bound(target, ratio, 0.7, False,
-                      f"{ratio} ({figures['governed']} / raw {figures['raw']} req/s)")
+                      f"{ratio} ({figures['governed']} / raw {figures['raw']} req/s{spread})")
     return check
 
 

@@ -145,3 +145,12 @@ def test_the_table_has_one_row_per_target_in_the_issues_order() -> None:
 def test_an_unknown_part_is_refused_before_anything_runs() -> None:
     with pytest.raises(SystemExit, match="unknown part"):
         main(["--parts", "compose,speed"])
+
+
+def test_a_throughput_verdict_shows_the_slice_by_slice_spread_when_measured() -> None:
+    result = meeting_every_target()
+    result["http"]["throughput_req_s"]["4"]["governed_paired"] = {"median": 0.74, "low": 0.66, "high": 0.8}
+    verdicts = _by_target(result)
+    sliced = verdicts["throughput >= 0.7x raw at concurrency 4"]
+    assert sliced.measured == "0.75 (300 / raw 400 req/s; slice by slice 0.74, 0.66-0.8)"
+    assert verdicts["throughput >= 0.7x raw at concurrency 16"].measured == "0.7 (700 / raw 1000 req/s)"
