@@ -306,15 +306,15 @@ def slice_orders(names: list[str], level: int, slices: int) -> list[list[str]]:
     return [names if (level + number) % 2 == 0 else names[::-1] for number in range(slices)]
 
 
-def _combined(halves: list[dict[str, float]]) -> dict[str, float]:
+def _combined(phases: list[dict[str, float]]) -> dict[str, float]:
     """Phases of equal length as one: their mean rate, and CPU per request over all of them
     (each phase's figure weighted by its requests)."""
-    rates = [half["req_s"] for half in halves]
+    rates = [phase["req_s"] for phase in phases]
     total = sum(rates) or 1.0
     combined = {"req_s": round(sum(rates) / len(rates), 1)}
-    for name in halves[0]:
+    for name in phases[0]:
         if name != "req_s":
-            combined[name] = round(sum(half[name] * half["req_s"] for half in halves) / total, 3)
+            combined[name] = round(sum(phase[name] * phase["req_s"] for phase in phases) / total, 3)
     return combined
 
 

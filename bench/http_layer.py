@@ -46,7 +46,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from bench import environment
 from bench.governed import INTENTS
 from bench.http import _combined, _metered, slice_orders
-from bench.stats import paired_ratios, summary
+from bench.stats import paired_ratios, paired_text, summary
 from control_plane.bootstrap import prepare
 from control_plane.config import EngineSettings, Settings
 from control_plane.engine import Engine
@@ -227,9 +227,7 @@ def report(result: dict[str, Any]) -> str:
                   "| --- | " + " | ".join("---" for _ in paired) + " |"]
         for name in list(layer["single_client"])[1:]:
             cells = (level.get(name) for level in paired.values())
-            lines.append(f"| {name} | " + " | ".join(
-                f"{c['median']} ({c['low']}-{c['high']})" if c else "-" for c in cells
-            ) + " |")
+            lines.append(f"| {name} | " + " | ".join(paired_text(c) for c in cells) + " |")
     batches = layer.get("audit_batches")
     if batches:  # measured at --workers 1, from a server with the batch metrics
         lines += ["", "| concurrency | variant | batches | records per batch | batch write + sync ms |",

@@ -1,6 +1,7 @@
-"""``bench.http``'s throughput halves combined (each variant runs once early and once late in
-its level): the mean rate, and the CPU per request over every request of both halves; and a
-phase's clients, each of which sends at least one request however short the phase."""
+"""``bench.http``'s throughput slices combined (each variant runs in every slice of its level,
+early and late alike): the mean rate, and the CPU per request over every request of all the
+slices; and a phase's clients, each of which sends at least one request however short the
+phase."""
 
 from __future__ import annotations
 
