@@ -221,13 +221,19 @@ class Guesser:
                 self.endings.append(query)
 
     @classmethod
-    def of(cls, documents: Mapping[str, tuple[str, str]], terms: Terms) -> Guesser:
+    def of(
+        cls,
+        documents: Mapping[str, tuple[str, str]],
+        terms: Terms,
+        tokens_of: Mapping[str, list[Token] | None] | None = None,
+    ) -> Guesser:
         """The guesser of ``documents`` (id -> (kind, normalised text)), their tokens'
         terms in ``terms``. A phrase that cannot be read here (a character, a token without
-        a term of its own) is left out, and its words are :attr:`unread`."""
+        a term of its own) is left out, and its words are :attr:`unread`. ``tokens_of``:
+        each document's :func:`standard_tokens`, when the caller already read them."""
         queries, unread = [], set()
         for document, (kind, text) in documents.items():
-            tokens = standard_tokens(text)
+            tokens = tokens_of[document] if tokens_of is not None else standard_tokens(text)
             found = [terms.get(token) for _, _, token in tokens or ()]
             if tokens is None or any(term is None or term == COMPLEX for term in found):
                 unread.update(words_of(text))
@@ -236,10 +242,11 @@ class Guesser:
             queries.append(_Query(document, kind, tuple(t for t in found if t is not None), ending))
         return cls(queries, terms, frozenset(unread))
 
-    def guess(self, intent: str) -> Percolated | None:
+    def guess(self, intent: str, tokens: Sequence[Token] | None = None) -> Percolated | None:
         """What percolating ``intent`` finds, guessed; None when an intent token is not
-        learned, or cannot be read here."""
-        tokens = standard_tokens(intent)
+        learned, or cannot be read here. ``tokens``: its :func:`standard_tokens`, when the
+        caller already has them."""
+        tokens = standard_tokens(intent) if tokens is None else tokens
         if tokens is None:
             return None
         if self.unread and not self.unread.isdisjoint(words_of(intent)):
@@ -391,12 +398,13 @@ class Guessing:
             self.learner.submit(scope, lambda: self._build(scope, index, documents))
             return None
         guesser = guessers[scope]
-        if guesser is None:
+        tokens = standard_tokens(intent)
+        if guesser is None or tokens is None:
             return None
-        found = guesser.guess(intent)
+        found = guesser.guess(intent, tokens)
         if found is None and self.analysis is not None:
             terms, analyzer = guesser.terms, self.analysis.analyzer
-            unknown = terms.unknown(t for _, _, t in standard_tokens(intent) or ())
+            unknown = terms.unknown(t for _, _, t in tokens)
             if unknown and len(terms) + len(self._pending) < terms.limit:
                 with self._lock:
                     self._pending.update(dict.fromkeys(unknown))
@@ -418,10 +426,11 @@ class Guessing:
             fingerprint = index_analysis(self.engine, index)
             if fingerprint == analysis.fingerprint and per_token(analysis):
                 terms = self._terms.get(fingerprint) or Terms(self.limit)
-                tokens = [t for _, text in documents.values() for _, _, t in standard_tokens(text) or ()]
+                tokens_of = {document: standard_tokens(text) for document, (_, text) in documents.items()}
+                tokens = [t for read in tokens_of.values() for _, _, t in read or ()]
                 terms.learn(self.engine, index, analysis.analyzer, tokens, bounded=False)
                 self._terms = {fingerprint: terms}  # one analysis served at a time
-                guesser = Guesser.of(documents, terms)
+                guesser = Guesser.of(documents, terms, tokens_of)
         except (EngineError, OSError, ValueError):  # a refused ``_analyze``, an unreadable profile
             log.warning("no percolation guesses for %s: what they need could not be read", index,
                         exc_info=True)

@@ -551,7 +551,7 @@ class SearchService:
         ):
             return None
         mark, started = len(stages), time.perf_counter_ns()
-        guess = self._guess(live, by_id.triggers, intent)
+        guess = self._guess(live, scope, by_id.triggers, intent)
         if guess is None:
             return None
         try:
@@ -593,16 +593,16 @@ class SearchService:
         tiers = msearch_responses(searches, answers[1:])
         return compiled, resume(steps, tiers, self.engine.msearch), compiled_at
 
-    def _guess(self, live: policy_store.LivePolicySet, triggers: matcher.Triggers, intent: str) -> (
-        matcher.Percolated | None
-    ):
-        """What percolating ``intent`` on ``live`` will find, guessed in process (ADR 0049):
-        the version's learned guess when there is one, else nothing found when the intent
-        shares no word with any trigger phrase (ADR 0048); None: no guess."""
+    def _guess(
+        self, live: policy_store.LivePolicySet, scope: str, triggers: matcher.Triggers, intent: str
+    ) -> matcher.Percolated | None:
+        """What percolating ``intent`` on ``live`` (loaded as ``scope``) will find, guessed in
+        process (ADR 0049): the version's learned guess when there is one, else nothing found
+        when the intent shares no word with any trigger phrase (ADR 0048); None: no guess."""
         found = None
         if self.guessing is not None:
             try:
-                found = self.guessing.guess(_percolation_scope(live), live.index, triggers.documents, intent)
+                found = self.guessing.guess(scope, live.index, triggers.documents, intent)
             except Exception:  # a guess is an optimisation: it never fails a request
                 log.exception("the percolation guess failed (the miss goes unspeculated)")
         if found is None and not triggers.may_match(intent):

@@ -21,7 +21,7 @@ from control_plane.engine import Engine, EngineError
 from control_plane.intent_text import search_intent
 from control_plane.lifecycle.regression import load_queries
 from control_plane.loader import load_policy_set
-from control_plane.service import PURCHASES_INDEX, SearchRequest, SearchService
+from control_plane.service import PURCHASES_INDEX, SearchRequest, SearchService, _percolation_scope
 from tests.clocks import FIXED_NOW
 from tests.e2e.conftest import ready, settings  # noqa: F401
 from tests.integration.test_hot_path import CHRISTMAS, QUERIES, Recording, _seen, _service
@@ -372,7 +372,7 @@ def test_a_failed_percolation_fails_the_search_though_its_tiers_answered(
         _settled(on)  # the guesses learned
         live, policies = on.snapshot()
         assert isinstance(policies, matcher.PolicyMap)
-        assert on._guess(live, policies.triggers, intent) is not None  # it is speculated
+        assert on._guess(live, _percolation_scope(live), policies.triggers, intent) is not None  # speculated
         engine.request("POST", f"/{ready.policies_index}/_close")
         for service in (on, off):
             with pytest.raises(EngineError):
