@@ -20,7 +20,7 @@ in a temporary directory), and measures, interleaved in one run:
   what govsearch's own work costs on top;
 - throughput at concurrency 1, 4 and 16: as many threads, each with its own connection,
   sending requests for ``S`` seconds per variant, in ``SLICES`` slices of ``S / SLICES``:
-  per slice raw, governed, pipeline and floor one after another, the order reversed from one
+  per slice raw, governed, written, pipeline and floor one after another, the order reversed from one
   slice to the next, so each variant runs early and late in its level alike (the engine's
   state drifts within a level: it went on compiling hot code for tens of seconds at full
   load, while its CPU per request halved; and the machine's other work comes and goes). Each
@@ -252,7 +252,7 @@ def run(
 
         served, governed_pid = started(_serve(url, workers, directory / "warm", batching))
         cold, _ = started(_serve(url, workers, directory / "cold", batching, plan_cache=0))
-        served_written, _ = started(environment.serve(
+        served_written, written_pid = started(environment.serve(
             url, workers, directory / "written",
             {"GOVSEARCH_TIER_BATCHING": batching, "GOVSEARCH_AUDIT_COMMIT": "written"},
         ))
@@ -265,13 +265,14 @@ def run(
         bases = {"governed": served, "governed_new_user": served, "governed_cold": cold,
                  "governed_written": served_written, "floor": served_floor, "pipeline": served_pipeline,
                  "raw": url}
-        servers = {"governed": governed_pid, "floor": floor_pid, "pipeline": pipeline_pid}
+        servers = {"governed": governed_pid, "governed_written": written_pid, "floor": floor_pid,
+                   "pipeline": pipeline_pid}
         warmup_s = 3 * seconds
         _metered(raw, bases["raw"], intents, 4, warmup_s, {})  # the engine's JIT settles first
         single = _single_client(call, bases, intents, 3, rounds)
         throughput: dict[str, Any] = {}
         cpu = {"engine": lambda: environment.engine_cpu_s(engine)}
-        order = ["raw", "governed", "pipeline", "floor"]  # raw first: the paired ratios are to it
+        order = ["raw", "governed", "governed_written", "pipeline", "floor"]  # raw first: ratios to it
         for level, threads in enumerate(CONCURRENCY):
             figures: dict[str, Any] = {}
             phases: dict[str, list[dict[str, float]]] = {variant: [] for variant in order}
@@ -287,6 +288,7 @@ def run(
                 figures[variant] = combined.pop("req_s")
                 figures.update({f"{variant}_{name}": value for name, value in combined.items()})
             figures["ratio"] = round(figures["governed"] / figures["raw"], 2)
+            figures["written_ratio"] = round(figures["governed_written"] / figures["raw"], 2)
             figures["floor_ratio"] = round(figures["floor"] / figures["raw"], 2)
             figures["pipeline_ratio"] = round(figures["pipeline"] / figures["raw"], 2)
             paired = paired_ratios({variant: [phase["req_s"] for phase in measured]
@@ -345,16 +347,18 @@ def report(result: dict[str, Any]) -> str:
               "",
               f"Engine round trips per search: {trips['warm_mean']} warm, {trips['new_user_mean']} new user,"
               f" {trips['cold_mean']} cold.", "",
-              "| concurrency | req/s: governed, pipeline, floor, raw | ratios to raw: governed, pipeline,"
-              " floor | governed / raw slice by slice | CPU ms per request (server, engine): governed"
-              " | pipeline | floor | raw (engine) |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+              "| concurrency | req/s: governed, written, pipeline, floor, raw | ratios to raw: governed,"
+              " written, pipeline, floor | governed / raw slice by slice | written / raw slice by slice"
+              " | CPU ms per request (server, engine): governed | written | pipeline | floor | raw (engine) |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for threads, figures in http["throughput_req_s"].items():
-        kinds = ("governed", "pipeline", "floor")
+        kinds = ("governed", "governed_written", "pipeline", "floor")
+        ratios = (figures["ratio"], *(figures.get(f"{k}_ratio", "-") for k in ("written", "pipeline", "floor")))
         lines.append(
             f"| {threads} | {', '.join(str(figures.get(k, '-')) for k in (*kinds, 'raw'))} |"
-            f" {figures['ratio']}, {figures.get('pipeline_ratio', '-')}, {figures.get('floor_ratio', '-')} |"
-            f" {paired_text(figures.get('governed_paired'))} | "
+            f" {', '.join(str(ratio) for ratio in ratios)} |"
+            f" {paired_text(figures.get('governed_paired'))} |"
+            f" {paired_text(figures.get('governed_written_paired'))} | "
             + " | ".join(
                 f"{figures.get(f'{k}_service_cpu_ms', '-')}, {figures.get(f'{k}_engine_cpu_ms', '-')}"
                 for k in kinds

@@ -241,19 +241,22 @@ def _http_lines(served: dict[str, Any]) -> list[str]:
         "",
         _throughput_heading(served),
         "",
-        _row(["concurrency (connections)", "req/s: governed, pipeline, floor, raw",
-              "ratio to raw: governed, pipeline, floor",
+        _row(["concurrency (connections)", "req/s: governed, written, pipeline, floor, raw",
+              "ratio to raw: governed, written, pipeline, floor",
               "governed / raw slice by slice: median (lowest-highest)",
-              "CPU ms per governed request (service, engine)",
+              "written / raw slice by slice",
+              "CPU ms per governed request (service, engine)", "per written request",
               "per pipeline request", "per floor request", "engine CPU ms per raw request"]),
-        _row(["---"] * 8),
+        _row(["---"] * 10),
     ]
-    kinds = ("governed", "pipeline", "floor")
+    kinds = ("governed", "governed_written", "pipeline", "floor")
     for threads, figures in served["throughput_req_s"].items():
         lines.append(_row([
             threads, ", ".join(str(figures.get(k, "-")) for k in (*kinds, "raw")),
-            ", ".join(str(figures.get(r, "-")) for r in ("ratio", "pipeline_ratio", "floor_ratio")),
+            ", ".join(str(figures.get(r, "-"))
+                      for r in ("ratio", "written_ratio", "pipeline_ratio", "floor_ratio")),
             paired_text(figures.get("governed_paired")),
+            paired_text(figures.get("governed_written_paired")),
             *(f"{figures.get(f'{k}_service_cpu_ms', '-')}, {figures.get(f'{k}_engine_cpu_ms', '-')}"
               for k in kinds),
             figures.get("raw_engine_cpu_ms", "-"),

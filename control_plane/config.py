@@ -146,8 +146,9 @@ class AuditSettings(Section):
     commit: Literal["group", "written", "queued"] = "group"
     """``group``: a request is answered once its record is synced to disk (batched with
     others; survives a power loss); ``written``: once it is written to the file, the sync
-    following (survives a killed process, not a power loss); ``queued``: as soon as it is
-    queued (faster; a crash can lose answered requests' records). ADR 0034"""
+    following (survives a killed process, not a power loss; on a file a search on the event
+    loop writes its own record, ADR 0050); ``queued``: as soon as it is queued (faster; a crash
+    can lose answered requests' records). ADR 0034"""
     key_file: str = ".govsearch/audit.key"
     """the HMAC key ring (``KEY_ID:SECRET`` lines; the last one seals); keep it away from the log"""
     key: str | None = None

@@ -6,6 +6,7 @@ recorder buffers and reports). Reads serve the audit API and ``verify``.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -46,6 +47,11 @@ class SinkError(Exception):
 class SyncError(SinkError):
     """The records were written but their sync to disk failed: they are in the file (writing
     them again would duplicate their sequences), not known to be on disk."""
+
+
+class SinkBusy(SinkError):
+    """Nothing was written: the file's lock is held by another writer and the caller would
+    not wait for it (the event loop's own write, ADR 0050)."""
 
 
 def write_all(
@@ -154,6 +160,8 @@ class JsonlSink:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        self._unsynced_name = False
+        """an :meth:`append_lines` created the file: its directory is synced with it"""
 
     def describe(self) -> str:
         return str(self.path)
@@ -178,6 +186,51 @@ class JsonlSink:
         chain's ``seal_line``)."""
         if lines is None:
             lines = [canonical_bytes(record) for record in records]
+        fd, size = self._open_and_append(lines, wait=True)
+        try:
+            if written is not None:
+                written()
+            try:
+                self._sync(fd)
+                if not size:
+                    _sync_directory(self.path.parent)
+            except OSError as error:
+                raise SyncError(f"wrote to {self.path} but cannot sync it: {error}") from error
+        finally:
+            self._close(fd)
+
+    def append_lines(self, lines: list[bytes], *, wait: bool = True) -> None:
+        """The lines appended as :meth:`write_many` appends them, not synced (the ``written``
+        commit level's own write, ADR 0050: :meth:`sync_appended` follows, from another
+        thread). ``wait=False``: :class:`SinkBusy` at once, nothing written, when another
+        process holds the file's lock. :class:`SyncError` when the lines went in but the
+        file would not close: they are in the file all the same."""
+        fd, size = self._open_and_append(lines, wait=wait)
+        if not size:
+            self._unsynced_name = True
+        self._close(fd)
+
+    def sync_appended(self) -> None:
+        """Sync what :meth:`append_lines` wrote (every line in the file up to now: a sync is
+        the file's, not a descriptor's), and the directory when an append created the file.
+        :class:`SyncError` when it fails."""
+        directory, self._unsynced_name = self._unsynced_name, False
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+            try:
+                self._sync(fd)
+                if directory:
+                    _sync_directory(self.path.parent)
+            finally:
+                os.close(fd)
+        except OSError as error:
+            self._unsynced_name = self._unsynced_name or directory
+            raise SyncError(f"wrote to {self.path} but cannot sync it: {error}") from error
+
+    def _open_and_append(self, lines: list[bytes], *, wait: bool) -> tuple[int, int]:
+        """Open the file, append the lines whole under its ``flock``: the open descriptor
+        and the file's size before them. Nothing of them is in the file when it raises
+        (:class:`SinkError`; :class:`SinkBusy` when not ``wait`` and the lock is taken)."""
         line = b"".join(text + b"\n" for text in lines)
         try:
             try:
@@ -185,34 +238,36 @@ class JsonlSink:
             except FileNotFoundError:  # no directory yet (the first record): made once, not per batch
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o640)
-            in_file = False
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                try:
-                    size = os.fstat(fd).st_size
-                    if size and os.pread(fd, 1, size - 1) != b"\n":
-                        line = b"\n" + line  # a torn line before us stays torn, alone
-                    _append(fd, line, size)
-                    in_file = True
-                finally:
-                    fcntl.flock(fd, fcntl.LOCK_UN)
-                if written is not None:
-                    written()
-                try:
-                    self._sync(fd)
-                    if not size:
-                        _sync_directory(self.path.parent)
-                except OSError as error:
-                    raise SyncError(f"wrote to {self.path} but cannot sync it: {error}") from error
-            finally:
-                try:
-                    os.close(fd)
-                except OSError as error:  # the lines are in the file: never written again
-                    if in_file:
-                        raise SyncError(f"wrote to {self.path} but cannot close it: {error}") from error
-                    raise
-        except OSError as error:  # nothing of the batch is in the file: it is held and retried
+        except OSError as error:
             raise SinkError(f"cannot append to {self.path}: {error}") from error
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError as error:
+                raise SinkBusy(f"{self.path} is locked by another writer") from error
+            try:
+                size = os.fstat(fd).st_size
+                if size and os.pread(fd, 1, size - 1) != b"\n":
+                    line = b"\n" + line  # a torn line before us stays torn, alone
+                _append(fd, line, size)
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        except BaseException as error:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+            if isinstance(error, OSError):  # nothing of the batch is in the file: held and retried
+                raise SinkError(f"cannot append to {self.path}: {error}") from error
+            raise
+        return fd, size
+
+    def _close(self, fd: int) -> None:
+        """Close a descriptor the lines went through: they are in the file, so a failure to
+        close (network file systems report a flushed write's error here) is a
+        :class:`SyncError`: never written again."""
+        try:
+            os.close(fd)
+        except OSError as error:
+            raise SyncError(f"wrote to {self.path} but cannot close it: {error}") from error
 
     def _sync(self, fd: int) -> None:
         _datasync(fd)

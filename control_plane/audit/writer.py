@@ -25,6 +25,13 @@ holding the record is synced to disk (it survives a power loss); ``written`` onc
 written to the file (``write`` returned: it is in the kernel and survives a killed process),
 the sync following right after in the writer; ``queued`` as soon as the record is queued (the
 bench compares it; a crash can then lose records of answered requests).
+
+At ``written``, with a sink that can append without syncing (the JSONL file), a request on
+the event loop writes its own sealed line when nothing is queued before it and nobody holds
+the file (ADR 0050): the writer thread is left the sync alone, so the request neither waits
+for the writer nor is woken by it. Anything else (a record queued or held before it, the
+writer busy writing, the file locked by another process, a write that fails) goes through
+the queue as before. A checkpoint never names a record whose sync has not returned.
 """
 
 from __future__ import annotations
@@ -165,7 +172,19 @@ class ChainedLog:
         checkpoint: the loop then wakes as the writer lets go of the interpreter, not while it
         still holds it"""
         self._io = threading.Lock()
-        """held by whoever seals and writes (the writer thread; ``close`` after it stopped)"""
+        """held by whoever seals and writes (the writer thread; ``close`` after it stopped; a
+        request on the loop writing its own record, which never waits for it)"""
+        self._direct = commit == "written" and all(
+            callable(getattr(sink, name, None)) for name in ("append_lines", "sync_appended")
+        )
+        """``written`` on a sink that appends and syncs apart: requests on the loop write their
+        own record, batches sync after ``_io`` is let go (ADR 0050)"""
+        self._unsynced = 0
+        """records appended but not synced yet (direct mode; under ``_state``)"""
+        self._syncing = False
+        """the writer is syncing them (direct mode; under ``_state``)"""
+        self._synced: Head | None = None
+        """the head as of the last sync that returned (direct mode): what a checkpoint names"""
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._attempts = 0
@@ -221,6 +240,10 @@ class ChainedLog:
         loop serves other requests meanwhile; ``_state`` is only ever held briefly, never
         across I/O). The writer settles the ticket's future through the loop; a watchdog
         looks every ``WAIT_S`` whether the writer is still alive, as ``append`` does."""
+        if self._direct:
+            sealed = self._write_now(record)
+            if sealed is not None:
+                return sealed
         ticket = _Ticket(record)
         loop = asyncio.get_running_loop()
         ticket.waiter = waiter = loop.create_future()
@@ -235,6 +258,70 @@ class ChainedLog:
         finally:
             watchdog.cancel()
         return ticket.sealed
+
+    def _write_now(self, record: dict[str, Any]) -> dict[str, Any] | None:
+        """Seal ``record`` and append its line from the caller's thread (``written``, direct
+        mode): the sealed record once it is in the file, None (nothing written, nothing
+        sealed for good) when it must go through the queue instead: ``_io`` taken (the
+        writer is writing or checkpointing), anything queued or held before it, a chain not
+        read yet, the file's lock held by another process, a write that failed (the writer
+        then tries it and holds it as it holds any batch). Never waits for a lock held over
+        I/O; the sync is the writer's."""
+        if not self._io.acquire(blocking=False):
+            return None
+        try:
+            with self._state:
+                if self._queue or self.last_error is not None or self._stopping or self._chain is None:
+                    return None
+            chain = self._chain
+            sealed, line = chain.seal_line(record)
+            started = monotonic_time.monotonic()
+            try:
+                self.sink.append_lines([line], wait=False)  # type: ignore[attr-defined]
+            except SyncError as error:  # in the file, its close failed: never written again
+                self._written_with(error)
+            except SinkError:
+                return None  # nothing in the file: queued, tried and held by the writer
+            self._batch_seconds.observe(monotonic_time.monotonic() - started)
+            self._batch_records.observe(1)
+            chain.advance(sealed)
+            self._since_checkpoint += 1
+            with self._state:
+                self._unsynced += 1
+                self._start()
+                self._work.notify()
+            return sealed
+        finally:
+            self._io.release()
+
+    def _written_with(self, error: Exception) -> None:
+        """Lines went into the file and then something failed (a sync, a close): reported
+        until the process restarts, never written again."""
+        self.metrics.sink_failures.labels(self.sink.name).inc()
+        self.sync_error = str(error)
+        log.warning("audit sink %s failed to sync written record(s): %s", self.sink.describe(), error)
+
+    def _sync_appended(self) -> None:
+        """Direct mode, on the writer thread: sync what was appended, outside ``_io`` (the
+        loop goes on writing meanwhile), then checkpoint if due, at the head as of the sync."""
+        with self._state:  # not ``_io``: the head only moves once its line is in the file
+            if not self._unsynced or self._chain is None:
+                return
+            self._unsynced = 0
+            self._syncing = True
+            head = self._chain.head
+        try:
+            self.sink.sync_appended()  # type: ignore[attr-defined]
+        except (SinkError, OSError) as error:
+            self._written_with(error)
+        else:
+            self._synced = head
+        finally:
+            with self._state:
+                self._syncing = False
+                self._state.notify_all()
+        with self._io:
+            self._checkpoint_if_due()
 
     def _watch(self, ticket: _Ticket, loop: asyncio.AbstractEventLoop) -> None:
         """On the loop, every ``WAIT_S`` while ``ticket`` waits: a dead writer is restarted (a
@@ -322,22 +409,28 @@ class ChainedLog:
         while True:
             with self._state:
                 work = self._kick or self._stopping or bool(self._queue and self.last_error is None)
-                if not work:  # idle, or held by a failing sink: a record, retry() or close kicks;
-                    send_wakes(self._wakes)  # the last batch's requests, as the writer sleeps
-                    self._work.wait(timeout=self._idle_wait())  # an interval checkpoint may be due
+                if not work and not self._unsynced:  # idle, or held by a failing sink: a record,
+                    send_wakes(self._wakes)  # retry() or close kicks; the last batch's requests,
+                    self._work.wait(timeout=self._idle_wait())  # as the writer sleeps (an interval
                     work = self._kick or self._stopping or bool(self._queue and self.last_error is None)
-                self._kick = False
+                self._kick = False  # checkpoint may be due)
                 batch = list(itertools.islice(self._queue, self._batch)) if work else []
                 stopping = self._stopping
+                unsynced = self._unsynced
             send_wakes(self._wakes)  # before the next batch is sealed
             if batch:
-                if not self._write(batch) and stopping:
+                written = self._write(batch)
+                if self._direct:
+                    self._sync_appended()
+                if not written and stopping:
                     return  # shutdown with a failing sink: the rest stays held
+            elif unsynced:
+                self._sync_appended()
             else:
                 with self._io:
                     self._checkpoint_if_due()
-                if stopping:
-                    return
+                if stopping and not self._unsynced:  # a request's own write (counted under
+                    return  # ``_io``) that came in as the writer stopped is synced first
 
     def _idle_wait(self) -> float | None:
         cp = self._checkpointing
@@ -381,7 +474,13 @@ class ChainedLog:
                     lines.append(line)
                 written = answer if self._commit == "written" else None  # before the sync
                 started = monotonic_time.monotonic()
-                write_all(self.sink, sealed, written, lines)
+                if self._direct:  # the sync follows outside ``_io`` (``_sync_appended``)
+                    self.sink.append_lines(lines)  # type: ignore[attr-defined]
+                    with self._state:
+                        self._unsynced += len(lines)
+                    answer()
+                else:
+                    write_all(self.sink, sealed, written, lines)
                 self._batch_seconds.observe(monotonic_time.monotonic() - started)
                 self._batch_records.observe(len(sealed))
                 self._since_checkpoint += len(sealed)
@@ -406,7 +505,7 @@ class ChainedLog:
                     self._hold()
             else:
                 answer()
-            if self._checkpoint_due():
+            if not self._direct and self._checkpoint_due():  # direct: after the sync
                 send_wakes(self._wakes)  # no request waits for a checkpoint's sync
                 self._checkpoint("interval")
         if error is not None:
@@ -461,9 +560,10 @@ class ChainedLog:
         the same head (it says the writer stopped cleanly), never twice. A failure is logged
         and reported by ``status``, never raised."""
         cp = self._checkpointing
-        if cp is None or self._chain is None or self._chain.head.sequence == 0:
+        at = self._synced if self._direct else (self._chain.head if self._chain is not None else None)
+        if cp is None or self._chain is None or at is None or at.sequence == 0:
             return
-        head = (self._chain.head.sequence - 1, self._chain.head.prev_hash)
+        head = (at.sequence - 1, at.prev_hash)
         last = self._checkpointed
         if last is not None and last[0] == head and (reason != "shutdown" or last[1] == "shutdown"):
             return
@@ -486,7 +586,7 @@ class ChainedLog:
             return
         self.checkpoint_error = None
         self._checkpointed = (head, reason)
-        self._since_checkpoint = 0
+        self._since_checkpoint = self._chain.head.sequence - at.sequence  # direct: appended since
         self._checkpoint_at = cp.monotonic()
 
     def checkpoint(self, reason: str = "interval", *, due_only: bool = False) -> None:
@@ -504,7 +604,13 @@ class ChainedLog:
 
     def quiesce(self) -> None:
         """Return once the writer is done with the batch it is on, its sync and any checkpoint
-        it fell due for included (a request is answered before those)."""
+        it fell due for included (a request is answered before those); in direct mode, once
+        what was appended is synced too."""
+        with self._io:
+            pass
+        with self._state:
+            while (self._unsynced or self._syncing) and self._running():
+                self._state.wait(timeout=WAIT_S)
         with self._io:
             pass
 

@@ -258,9 +258,10 @@ class FullDiskSink(JsonlSink):
         super().__init__(path)
         self.full = False
 
-    def write_many(self, records: list[dict[str, Any]], **options: Any) -> None:
+    def _open_and_append(self, lines: list[bytes], *, wait: bool) -> tuple[int, int]:
+        """Where every append goes (a batch's ``write_many``, ``written``'s own append)."""
         if not self.full:
-            return super().write_many(records, **options)
+            return super()._open_and_append(lines, wait=wait)
         real = os.write
 
         def half_then_full(fd: int, data: bytes) -> int:
@@ -272,7 +273,7 @@ class FullDiskSink(JsonlSink):
 
         os.write = half_then_full  # type: ignore[assignment]
         try:
-            return super().write_many(records, **options)
+            return super()._open_and_append(lines, wait=wait)
         finally:
             os.write = real
 

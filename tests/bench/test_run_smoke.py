@@ -69,7 +69,8 @@ def test_quick_run_writes_every_part_and_the_targets_from_its_data(own_engine: s
     single = result["http"]["single_client_warm"]
     assert {"governed", "governed_written", "pipeline", "floor", "raw"} <= set(single["latency"])
     assert {"written_ratio_p50", "pipeline_ratio_p50", "floor_ratio_p50"} <= set(single)
-    assert all(figures["floor"] > 0 and figures["pipeline"] > 0
+    assert all(figures["floor"] > 0 and figures["pipeline"] > 0 and figures["governed_written"] > 0
+               and "governed_written_paired" in figures
                for figures in result["http"]["throughput_req_s"].values())
 
     stored = result.pop("targets")
