@@ -349,11 +349,13 @@ def report(result: dict[str, Any]) -> str:
               f" {trips['cold_mean']} cold.", "",
               "| concurrency | req/s: governed, written, pipeline, floor, raw | ratios to raw: governed,"
               " written, pipeline, floor | governed / raw slice by slice | written / raw slice by slice"
-              " | CPU ms per request (server, engine): governed | written | pipeline | floor | raw (engine) |",
+              " | CPU ms per request (server, engine): governed | written | pipeline | floor"
+              " | raw (engine) |",
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for threads, figures in http["throughput_req_s"].items():
         kinds = ("governed", "governed_written", "pipeline", "floor")
-        ratios = (figures["ratio"], *(figures.get(f"{k}_ratio", "-") for k in ("written", "pipeline", "floor")))
+        ratios = (figures["ratio"],
+                  *(figures.get(f"{k}_ratio", "-") for k in ("written", "pipeline", "floor")))
         lines.append(
             f"| {threads} | {', '.join(str(figures.get(k, '-')) for k in (*kinds, 'raw'))} |"
             f" {', '.join(str(ratio) for ratio in ratios)} |"

@@ -10,6 +10,7 @@ import contextlib
 import fcntl
 import json
 import os
+import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -160,8 +161,12 @@ class JsonlSink:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        self._to_sync = threading.Lock()
+        """guards the two below: set by the appending thread, taken by the syncing one"""
         self._unsynced_name = False
         """an :meth:`append_lines` created the file: its directory is synced with it"""
+        self._sync_fd: int | None = None
+        """the descriptor of the first :meth:`append_lines` since the last sync, kept open"""
 
     def describe(self) -> str:
         return str(self.path)
@@ -206,17 +211,25 @@ class JsonlSink:
         process holds the file's lock. :class:`SyncError` when the lines went in but the
         file would not close: they are in the file all the same."""
         fd, size = self._open_and_append(lines, wait=wait)
-        if not size:
-            self._unsynced_name = True
-        self._close(fd)
+        with self._to_sync:
+            self._unsynced_name = self._unsynced_name or not size
+            if self._sync_fd is None:  # the first append since the last sync: the next sync's
+                self._sync_fd, fd = fd, -1  # descriptor (it reports any write-back error since)
+        if fd >= 0:
+            self._close(fd)
 
     def sync_appended(self) -> None:
-        """Sync what :meth:`append_lines` wrote (every line in the file up to now: a sync is
-        the file's, not a descriptor's), and the directory when an append created the file.
-        :class:`SyncError` when it fails."""
-        directory, self._unsynced_name = self._unsynced_name, False
+        """Sync what :meth:`append_lines` wrote, and the directory when an append created the
+        file: through the descriptor of the first append since the last sync, opened before
+        every line the sync covers, so a write-back error of any of them is reported to it
+        (a descriptor opened later may not see an error another one already reported), then
+        closed. :class:`SyncError` when it fails."""
+        with self._to_sync:
+            fd, self._sync_fd = self._sync_fd, None
+            directory, self._unsynced_name = self._unsynced_name, False
         try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+            if fd is None:  # nothing appended since (a sync asked for all the same)
+                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
             try:
                 self._sync(fd)
                 if directory:
@@ -224,7 +237,6 @@ class JsonlSink:
             finally:
                 os.close(fd)
         except OSError as error:
-            self._unsynced_name = self._unsynced_name or directory
             raise SyncError(f"wrote to {self.path} but cannot sync it: {error}") from error
 
     def _open_and_append(self, lines: list[bytes], *, wait: bool) -> tuple[int, int]:
@@ -240,6 +252,7 @@ class JsonlSink:
                 fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o640)
         except OSError as error:
             raise SinkError(f"cannot append to {self.path}: {error}") from error
+        appended = False
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -250,11 +263,14 @@ class JsonlSink:
                 if size and os.pread(fd, 1, size - 1) != b"\n":
                     line = b"\n" + line  # a torn line before us stays torn, alone
                 _append(fd, line, size)
+                appended = True
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
         except BaseException as error:
             with contextlib.suppress(OSError):
                 os.close(fd)
+            if appended:  # the unlock failed: the lines are in the file, never to be written again
+                raise SyncError(f"wrote to {self.path} but cannot unlock it: {error}") from error
             if isinstance(error, OSError):  # nothing of the batch is in the file: held and retried
                 raise SinkError(f"cannot append to {self.path}: {error}") from error
             raise

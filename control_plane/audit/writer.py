@@ -274,18 +274,24 @@ class ChainedLog:
                 if self._queue or self.last_error is not None or self._stopping or self._chain is None:
                     return None
             chain = self._chain
-            sealed, line = chain.seal_line(record)
+            try:
+                sealed, line = chain.seal_line(record)
+            except Exception:  # a bug: the writer tries it and holds it, as it always did
+                return None
             started = monotonic_time.monotonic()
+            failure: SyncError | None = None
             try:
                 self.sink.append_lines([line], wait=False)  # type: ignore[attr-defined]
             except SyncError as error:  # in the file, its close failed: never written again
-                self._written_with(error)
+                failure = error
             except SinkError:
                 return None  # nothing in the file: queued, tried and held by the writer
+            chain.advance(sealed)  # first: the line is in the file, its sequence is taken
+            self._since_checkpoint += 1
+            if failure is not None:
+                self._written_with(failure)
             self._batch_seconds.observe(monotonic_time.monotonic() - started)
             self._batch_records.observe(1)
-            chain.advance(sealed)
-            self._since_checkpoint += 1
             with self._state:
                 self._unsynced += 1
                 self._start()
@@ -311,17 +317,18 @@ class ChainedLog:
             self._syncing = True
             head = self._chain.head
         try:
-            self.sink.sync_appended()  # type: ignore[attr-defined]
-        except (SinkError, OSError) as error:
-            self._written_with(error)
-        else:
-            self._synced = head
-        finally:
+            try:
+                self.sink.sync_appended()  # type: ignore[attr-defined]
+            except (SinkError, OSError) as error:
+                self._written_with(error)
+            else:
+                self._synced = head
+            with self._io:
+                self._checkpoint_if_due()
+        finally:  # quiesce() returns once the sync and its checkpoint are done
             with self._state:
                 self._syncing = False
                 self._state.notify_all()
-        with self._io:
-            self._checkpoint_if_due()
 
     def _watch(self, ticket: _Ticket, loop: asyncio.AbstractEventLoop) -> None:
         """On the loop, every ``WAIT_S`` while ``ticket`` waits: a dead writer is restarted (a
@@ -465,6 +472,7 @@ class ChainedLog:
                 if self._chain is None:
                     head = None if self._fresh else self.sink.head(self.writer)
                     self._chain = Chain(head or Head(self.writer), self._keys())
+                    self._synced = self._chain.head  # what the file held: as synced as it gets
                 chain = Chain(self._chain.head, self._chain.keys)
                 lines: list[bytes] = []
                 for ticket in batch:
@@ -497,6 +505,9 @@ class ChainedLog:
                 self.metrics.sink_failures.labels(self.sink.name).inc()
                 if in_file:
                     answer()  # ``group``: answered as a held record would be, never re-sent
+                    if self._direct:  # in the file: synced with the next lines all the same
+                        with self._state:
+                            self._unsynced += len(sealed)
                     self._since_checkpoint += len(sealed)
                     self.last_error = None  # the write went through: what is held drains on
                     self.sync_error = str(error)

@@ -252,3 +252,44 @@ def test_the_loop_and_threads_writing_at_once_make_one_chain(tmp_path: Path) -> 
     assert direct, "the loop wrote none itself"
     last = [json.loads(line) for line in checkpoints.read_text().splitlines()][-1]
     assert last["sequence"] == len(ids) - 1 and last["reason"] == "shutdown"
+
+
+def test_a_restart_whose_first_write_is_held_still_checkpoints_the_head_it_read(tmp_path: Path) -> None:
+    """A process takes over a writer's file (the chain read from it) and its first write is
+    held (a full disk) until it stops: its shutdown checkpoint names the head the file held,
+    at ``written`` as at ``group``."""
+    for commit in ("group", "written"):
+        directory = tmp_path / commit
+        earlier = ChainedLog(JsonlSink(directory / "decisions.jsonl"), "test-writer", Metrics(), 100,
+                             commit=commit)  # type: ignore[arg-type]
+        earlier.append(_record(0))
+        earlier.close()
+        sink = FailingAppendSink(directory / "decisions.jsonl")
+        sink.full = True
+        checkpoints = directory / "checkpoints.jsonl"
+        later = ChainedLog(sink, "test-writer", Metrics(), 100, commit=commit,  # type: ignore[arg-type]
+                           checkpointing=Checkpointing(FileCheckpoints(checkpoints)))
+        later.append(_record(1))  # held
+        later.close()
+        named = [(c["sequence"], c["reason"]) for c in FileCheckpoints(checkpoints).scan()]
+        assert named == [(0, "shutdown")], (commit, named)
+
+
+def test_a_record_the_loop_cannot_seal_is_held_by_the_writer_not_raised_to_the_request(
+    tmp_path: Path,
+) -> None:
+    """A record that cannot be serialised (a bug upstream) fails where it always did: in the
+    writer, held and reported (``/readyz``), not as an exception in the request."""
+    sink = WatchedSink(tmp_path / "decisions.jsonl")
+    sink.release.set()
+    log = _log(sink)
+
+    async def scenario() -> dict[str, Any] | None:
+        await log.append_async(_record(0))
+        log.quiesce()
+        return await log.append_async({"kind": "decision", "request_id": "req-1", "value": object()})
+
+    assert asyncio.run(scenario()) is None  # held
+    assert log.buffered_total() == 1 and "not JSON serializable" in str(log.last_error)
+    log.close()
+    assert _ids(sink.path) == ["req-0"]
