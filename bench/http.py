@@ -75,6 +75,9 @@ RESULTS = Path(__file__).resolve().parent / "results"
 CONCURRENCY = (1, 4, 16)
 SLICES = 4
 """slices each variant's throughput phase is cut in, per level (every slice runs every variant)"""
+RATIOS = (("governed", "ratio"), ("governed_written", "written_ratio"), ("pipeline", "pipeline_ratio"),
+          ("floor", "floor_ratio"))
+"""the throughput variants measured against raw, and the key of each one's ratio to it"""
 CLIENT_HEADERS = {"Accept-Encoding": "identity"}
 """what every client of the bench sends: httpx asks for gzip by default, and the engine then
 compresses its answers to the raw client (about 0.5 ms of engine CPU and 0.3 ms per request
@@ -287,10 +290,7 @@ def run(
                 combined = _combined(measured)
                 figures[variant] = combined.pop("req_s")
                 figures.update({f"{variant}_{name}": value for name, value in combined.items()})
-            figures["ratio"] = round(figures["governed"] / figures["raw"], 2)
-            figures["written_ratio"] = round(figures["governed_written"] / figures["raw"], 2)
-            figures["floor_ratio"] = round(figures["floor"] / figures["raw"], 2)
-            figures["pipeline_ratio"] = round(figures["pipeline"] / figures["raw"], 2)
+            figures.update({key: round(figures[variant] / figures["raw"], 2) for variant, key in RATIOS})
             paired = paired_ratios({variant: [phase["req_s"] for phase in measured]
                                     for variant, measured in phases.items()})
             figures.update({f"{variant}_paired": spread for variant, spread in paired.items()})
@@ -353,12 +353,10 @@ def report(result: dict[str, Any]) -> str:
               " | raw (engine) |",
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for threads, figures in http["throughput_req_s"].items():
-        kinds = ("governed", "governed_written", "pipeline", "floor")
-        ratios = (figures["ratio"],
-                  *(figures.get(f"{k}_ratio", "-") for k in ("written", "pipeline", "floor")))
+        kinds = tuple(variant for variant, _ in RATIOS)
         lines.append(
             f"| {threads} | {', '.join(str(figures.get(k, '-')) for k in (*kinds, 'raw'))} |"
-            f" {', '.join(str(ratio) for ratio in ratios)} |"
+            f" {', '.join(str(figures.get(key, '-')) for _, key in RATIOS)} |"
             f" {paired_text(figures.get('governed_paired'))} |"
             f" {paired_text(figures.get('governed_written_paired'))} | "
             + " | ".join(

@@ -249,12 +249,11 @@ def _http_lines(served: dict[str, Any]) -> list[str]:
               "per pipeline request", "per floor request", "engine CPU ms per raw request"]),
         _row(["---"] * 10),
     ]
-    kinds = ("governed", "governed_written", "pipeline", "floor")
+    kinds = tuple(variant for variant, _ in http.RATIOS)
     for threads, figures in served["throughput_req_s"].items():
         lines.append(_row([
             threads, ", ".join(str(figures.get(k, "-")) for k in (*kinds, "raw")),
-            ", ".join(str(figures.get(r, "-"))
-                      for r in ("ratio", "written_ratio", "pipeline_ratio", "floor_ratio")),
+            ", ".join(str(figures.get(key, "-")) for _, key in http.RATIOS),
             paired_text(figures.get("governed_paired")),
             paired_text(figures.get("governed_written_paired")),
             *(f"{figures.get(f'{k}_service_cpu_ms', '-')}, {figures.get(f'{k}_engine_cpu_ms', '-')}"

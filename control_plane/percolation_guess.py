@@ -398,8 +398,10 @@ class Guessing:
             self.learner.submit(scope, lambda: self._build(scope, index, documents))
             return None
         guesser = guessers[scope]
+        if guesser is None:
+            return None
         tokens = standard_tokens(intent)
-        if guesser is None or tokens is None:
+        if tokens is None:
             return None
         found = guesser.guess(intent, tokens)
         if found is None and self.analysis is not None:

@@ -195,12 +195,7 @@ class JsonlSink:
         try:
             if written is not None:
                 written()
-            try:
-                self._sync(fd)
-                if not size:
-                    _sync_directory(self.path.parent)
-            except OSError as error:
-                raise SyncError(f"wrote to {self.path} but cannot sync it: {error}") from error
+            self._sync_through(fd, directory=not size)
         finally:
             self._close(fd)
 
@@ -230,12 +225,20 @@ class JsonlSink:
         try:
             if fd is None:  # nothing appended since (a sync asked for all the same)
                 fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
-            try:
-                self._sync(fd)
-                if directory:
-                    _sync_directory(self.path.parent)
-            finally:
-                os.close(fd)
+        except OSError as error:
+            raise SyncError(f"wrote to {self.path} but cannot sync it: {error}") from error
+        try:
+            self._sync_through(fd, directory=directory)
+        finally:
+            self._close(fd)
+
+    def _sync_through(self, fd: int, *, directory: bool) -> None:
+        """The file synced through ``fd`` (and its directory, when an append created the
+        file); :class:`SyncError` when it fails."""
+        try:
+            self._sync(fd)
+            if directory:
+                _sync_directory(self.path.parent)
         except OSError as error:
             raise SyncError(f"wrote to {self.path} but cannot sync it: {error}") from error
 
