@@ -60,6 +60,10 @@ def create_app(service: SearchService, *, clock: Clock) -> FastAPI:
         version="0.1.0",
         description="Deterministic policy control plane for e-commerce search.",
         generate_unique_id_function=document.operation_id,
+        # FastAPI's native OpenTelemetry off: govsearch's traces are its own (``telemetry``,
+        # spans per stage); a process-wide provider would otherwise trace every request
+        # through the whole stack, off the fast lane, and is looked up on every request
+        telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     app.openapi = lambda: document.build(app)  # type: ignore[method-assign]
     app.state.service = service

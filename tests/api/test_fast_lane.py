@@ -300,6 +300,32 @@ def test_a_refusal_the_lane_answers_has_its_record_and_an_answer_has_one(
         assert record is not None and record["status"] == "ok" and record["cached"] is True
 
 
+def test_a_process_wide_tracer_provider_leaves_searches_on_the_lane(
+    pair: dict[str, Served], keys: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FastAPI's native OpenTelemetry is off: with a tracer provider configured for the whole
+    process (as an auto-instrumentation agent sets one), a search still takes the lane and
+    FastAPI exports no span of its own (govsearch's traces are ``telemetry``'s)."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: provider)  # what FastAPI reads
+    lane = pair["lane"]
+    before = lane.stack_calls
+    answered = lane.client.post(
+        "/v1/search", content=SEARCH, headers={**JSON, "authorization": keys["search"]}
+    )
+    health = lane.client.get("/healthz")
+    assert answered.status_code == 200 and health.status_code == 200
+    assert lane.stack_calls == before + 1  # the health check's: the search took the lane
+    assert exporter.get_finished_spans() == ()
+
+
 def test_the_lane_keeps_the_request_deadline(pair: dict[str, Served], keys: dict[str, str]) -> None:
     """A silent engine: the lane's search is cut at the request deadline as the stack's is
     (503 ``deadline_exceeded``), never left to the engine client's 30 s timeout."""
