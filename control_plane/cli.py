@@ -193,6 +193,13 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
 
     host, port = args.host or settings.api.host, args.port or settings.api.port
     workers = args.workers or os.cpu_count() or 1
+    if workers > 1 and settings.audit.instance_id:
+        raise CliError(
+            f"audit.instance_id ({settings.audit.instance_id!r}) names one writer's chain, and"
+            f" {workers} workers would all write under it (their records would break it): unset"
+            " it (each worker then has an id of its own) or serve with --workers 1",
+            EXIT_USAGE,
+        )
     logging_options: dict[str, Any] = {
         "log_level": "info", "log_config": log_config(), "access_log": settings.api.access_log
     }

@@ -141,6 +141,9 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
         print(f"  writer {writer}: {seen.records} records, {span}, {anchor}")
     for writer, (sequence, digest) in sorted(report.heads.items()):
         print(f"  head {writer}: sequence {sequence} hash {digest}")
+    if report.torn:
+        cut = ", ".join(map(str, report.torn))
+        print(f"  TORN: line(s) {cut}: a record cut short (a writer killed mid-write), not a record")
     if report.ok and not report.complete:
         print("INCOMPLETE: no break found, but not everything is vouched for (exit status 7)")
     return _exit_status(report)
@@ -184,8 +187,9 @@ def add_audit_commands(commands: Any) -> None:
         "verify",
         help="check the chain, the MACs and the checkpoints; list the writers",
         description="Exit codes: 0 every record verified with the key and every writer matches a"
-        " checkpoint; 5 broken (tampered, torn, truncated); 7 no break found but not everything"
-        " vouched for (no key, no checkpoints, or a writer without one); 1 no log or unusable key.",
+        " checkpoint; 5 broken (tampered, truncated); 7 no break found but not everything"
+        " vouched for (no key, no checkpoints, a writer without one, or a torn line: a record cut"
+        " short); 1 no log or unusable key.",
     )
     verify.add_argument("--sink", help="a JSONL audit file (default: configuration)")
     verify.add_argument("--engine", action="store_true", help="verify the engine audit index instead")
@@ -211,7 +215,7 @@ def add_audit_commands(commands: Any) -> None:
 
 def _exit_status(report: Report) -> int:
     """0 when every record is vouched for, 5 on a break, 7 when nothing broke but something
-    could not be vouched for (no key, no checkpoints, a writer without one)."""
+    could not be vouched for (no key, no checkpoints, a writer without one, a torn line)."""
     if not report.ok:
         return EXIT_AUDIT_BROKEN
     return EXIT_OK if report.complete else EXIT_AUDIT_INCOMPLETE

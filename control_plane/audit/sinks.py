@@ -133,19 +133,31 @@ def _sync_directory(directory: Path) -> None:
         os.close(fd)
 
 
+class _Torn(Exception):
+    """A write cut short whose cut back failed too: the file from ``size`` to ``end`` is a
+    part of a batch that is not written (the writer holds it and tries it again)."""
+
+    def __init__(self, size: int, end: int, error: OSError) -> None:
+        super().__init__(f"a write cut short could not be undone: {error}")
+        self.size, self.end = size, end
+
+
 def _append(fd: int, line: bytes, size: int) -> None:
     """``line`` at the end of the file (``O_APPEND``, under the caller's ``flock``), whole or
     not at all: a write cut short (a full disk, a quota) is undone by cutting the file back
     to ``size``, so the batch's retry does not follow a part of itself (a torn line, or
     records already in the file: the chain would read them twice). Should the cut fail
-    too, its error is raised."""
+    too: :class:`_Torn`, the part left in the file."""
     done = 0
     try:
         while done < len(line):  # a short write (rare): finished under the lock
             done += os.write(fd, line[done:])
-    except OSError:
+    except OSError as error:
         if done:
-            os.ftruncate(fd, size)
+            try:
+                os.ftruncate(fd, size)
+            except OSError as cut:
+                raise _Torn(size, size + done, cut) from error
         raise
 
 
@@ -167,6 +179,9 @@ class JsonlSink:
         """an :meth:`append_lines` created the file: its directory is synced with it"""
         self._sync_fd: int | None = None
         """the descriptor of the first :meth:`append_lines` since the last sync, kept open"""
+        self._torn: tuple[int, int] | None = None
+        """(size, end): a part of a held batch left in the file by a write cut short whose cut
+        back failed; cut off before anything else is appended (under the lock)"""
 
     def describe(self) -> str:
         return str(self.path)
@@ -262,10 +277,16 @@ class JsonlSink:
             except BlockingIOError as error:
                 raise SinkBusy(f"{self.path} is locked by another writer") from error
             try:
+                if self._torn is not None:
+                    self._mend(fd)
                 size = os.fstat(fd).st_size
                 if size and os.pread(fd, 1, size - 1) != b"\n":
                     line = b"\n" + line  # a torn line before us stays torn, alone
-                _append(fd, line, size)
+                try:
+                    _append(fd, line, size)
+                except _Torn as torn:  # held, as a write undone: its retry cuts the part first
+                    self._torn = (torn.size, torn.end)
+                    raise SinkError(f"cannot append to {self.path}: {torn}") from torn
                 appended = True
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
@@ -278,6 +299,22 @@ class JsonlSink:
                 raise SinkError(f"cannot append to {self.path}: {error}") from error
             raise
         return fd, size
+
+    def _mend(self, fd: int) -> None:
+        """Cut off the part of a held batch a failed write left (``_torn``), under the lock,
+        before its retry (or anything else) is appended. :class:`SinkError`, nothing
+        appended, when the cut fails again, or when the file grew past that part meanwhile
+        (another process appended after it: it stays, and this process appends no more, so
+        the batch it holds is never in the file twice)."""
+        assert self._torn is not None
+        size, end = self._torn
+        if os.fstat(fd).st_size != end:
+            raise SinkError(
+                f"{self.path} holds a part of a batch this process could not cut off, and lines"
+                " appended after it: not appended to again (the batch is held)"
+            )
+        os.ftruncate(fd, size)  # an OSError: held again, as any failed append
+        self._torn = None
 
     def _close(self, fd: int) -> None:
         """Close a descriptor the lines went through: they are in the file, so a failure to
@@ -292,10 +329,12 @@ class JsonlSink:
         _datasync(fd)
 
     def lines(self) -> Iterator[tuple[int, str]]:
-        """(line number from 1, text) of every non-empty line."""
+        """(line number from 1, text) of every non-empty line. Bytes that are not UTF-8 (a
+        line cut inside a character) are read as U+FFFD: that line does not parse, or does
+        not hash, and the lines after it are read all the same."""
         if not self.path.is_file():
             return
-        with self.path.open(encoding="utf-8") as file:
+        with self.path.open(encoding="utf-8", errors="replace") as file:
             for number, line in enumerate(file, start=1):
                 if line.strip():
                     yield number, line

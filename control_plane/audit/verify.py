@@ -3,7 +3,7 @@ key ring, compare each writer with its latest checkpoint, and report what is wro
 
 Breaks in a log, in the order a reader meets them (file order):
 
-- ``unparseable``: a line that is not a JSON object (a torn line);
+- ``unparseable``: a line that is not JSON and does not start as an object does;
 - ``edited``: the record's content no longer hashes to its ``hash``;
 - ``unsealed`` / ``unknown_key`` / ``forged`` (with a key ring): the record has no MAC,
   names a key the ring does not hold, or its MAC is wrong (a record forged, appended or
@@ -24,13 +24,22 @@ Against the checkpoints (``line`` is None, or the line of the record concerned):
 
 A writer with no checkpoint is not a break but is flagged (``checkpoint: missing``): its
 tail, or the whole chain when it was forged without the key, cannot be vouched for.
+
+A **torn** line, one that starts as an object (``{``) and does not parse, is taken for the
+start of a record cut short (a writer killed in the middle of a write of more than a page,
+which Linux may stop at any page boundary, so at any byte of a line; a disk that stopped). It
+is not a break either: it is no record. Whether a record is missing is what the chains and
+checkpoints say, as for a deleted line: a record gone from the middle of a chain shows as
+``deleted``, a vouched-for tail cut off as ``truncated``; records after a writer's latest
+checkpoint can be cut off unseen either way. Torn lines are listed (``torn``), and a report
+with one is not complete.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from control_plane.audit.chain import GENESIS, RECORD_MAC, stored_hash_matches
@@ -83,6 +92,8 @@ class Report:
     """MACs were checked (a key ring was given)"""
     checkpointed: bool = False
     """the log was compared with checkpoints"""
+    torn: tuple[int, ...] = ()
+    """lines that are the start of a record cut short (see the module): not records"""
 
     @property
     def ok(self) -> bool:
@@ -94,8 +105,8 @@ class Report:
 
     @property
     def complete(self) -> bool:
-        """No break, every MAC checked, every writer matches a checkpoint."""
-        return self.ok and self.keyed and self.checkpointed and not self.unchecked_writers
+        """No break, every MAC checked, every writer matches a checkpoint, no torn line."""
+        return self.ok and self.keyed and self.checkpointed and not self.unchecked_writers and not self.torn
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -108,6 +119,7 @@ class Report:
             "writers": {w: asdict(r) for w, r in sorted(self.writers.items())},
             "broken": None if self.broken is None else self.broken.__dict__,
             "problems": [p.__dict__ for p in self.problems],
+            "torn": list(self.torn),
         }
 
 
@@ -120,18 +132,26 @@ def verify_lines(
 ) -> Report:
     """Verify ``(line number, text)`` pairs (JSONL file, or engine documents in order)."""
     parsed: list[tuple[int, dict[str, Any]]] = []
-    torn: list[Break] = []
+    unparseable: list[Break] = []
+    torn: list[int] = []
     for number, text in lines:
         try:
             record = json.loads(text)
         except json.JSONDecodeError as error:
-            torn.append(Break(number, None, None, "unparseable", str(error)))
+            if text.startswith("{"):  # the start of a record, cut short (see the module)
+                torn.append(number)
+            else:
+                unparseable.append(Break(number, None, None, "unparseable", str(error)))
             continue
         if not isinstance(record, dict) or "writer" not in record or "sequence" not in record:
-            torn.append(Break(number, None, None, "unparseable", "not a sealed record (no writer/sequence)"))
+            unparseable.append(
+                Break(number, None, None, "unparseable", "not a sealed record (no writer/sequence)")
+            )
             continue
         parsed.append((number, record))
-    return verify_records(parsed, keys=keys, checkpoints=checkpoints, log=log, unparseable=torn)
+    report = verify_records(parsed, keys=keys, checkpoints=checkpoints, log=log, unparseable=unparseable)
+    return replace(report, torn=tuple(torn))
+
 
 
 def _record_problem(

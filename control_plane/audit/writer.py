@@ -64,6 +64,8 @@ RETRY_CHECKPOINT_S = 5.0
 """how long a failed checkpoint waits before the next interval try (shutdown always tries)"""
 WAIT_S = 1.0
 """how often a waiting request (or ``retry``) looks again whether the writer is still alive"""
+RESTARTS = 8
+"""how many times ``close`` starts a writer again for records that came in as it stopped"""
 
 
 class AuditBacklog(Exception):
@@ -184,7 +186,9 @@ class ChainedLog:
         self._syncing = False
         """the writer is syncing them (direct mode; under ``_state``)"""
         self._synced: Head | None = None
-        """the head as of the last sync that returned (direct mode): what a checkpoint names"""
+        """what a checkpoint names: the head as of the last sync that returned, as long as no
+        sync failed (then it stays where it was until the process restarts: a later sync that
+        succeeds does not say the earlier lines reached the disk)"""
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._attempts = 0
@@ -319,11 +323,13 @@ class ChainedLog:
         try:
             try:
                 self.sink.sync_appended()  # type: ignore[attr-defined]
+                synced = True
             except (SinkError, OSError) as error:
                 self._written_with(error)
-            else:
-                self._synced = head
-            with self._io:
+                synced = False
+            with self._io:  # a write before ``head`` whose close failed has said so by now
+                if synced:
+                    self._vouch(head)
                 self._checkpoint_if_due()
         finally:  # quiesce() returns once the sync and its checkpoint are done
             with self._state:
@@ -380,17 +386,28 @@ class ChainedLog:
 
     def close(self, reason: str = "shutdown") -> None:
         """Drain the queue (stops at a failing sink: those records stay held), stop the
-        writer thread, and checkpoint the head."""
-        with self._state:
-            thread = self._thread
-            self._stopping = True
-            self._work.notify()
-        if thread is not None:
-            thread.join()
-        with self._state:
-            if self._thread is thread:  # not one a record queued meanwhile started (it runs on)
+        writer thread, and checkpoint the head. A record queued, or appended by its request,
+        as the writer stopped (its thread past its last look but not ended, so none was
+        started for it) is written and synced by a writer started again (a few times at most:
+        a writer that keeps ending with records queued is a bug, not a reason to hang)."""
+        restarts = 0
+        while True:
+            with self._state:
+                thread = self._thread
+                self._stopping = True
+                self._work.notify()
+            if thread is not None:
+                thread.join()
+            with self._state:
+                if self._thread is not thread and self._running():
+                    continue  # a record queued meanwhile started another: stopped in turn
                 self._thread = None
-            self._stopping = False
+                if ((self._queue and self.last_error is None) or self._unsynced) and restarts < RESTARTS:
+                    restarts += 1
+                    self._start()  # came in as it stopped: drained (and synced) by a new one
+                    continue
+                self._stopping = False
+                break
         self.checkpoint(reason)
 
     def _running(self) -> bool:
@@ -441,7 +458,7 @@ class ChainedLog:
 
     def _idle_wait(self) -> float | None:
         cp = self._checkpointing
-        if cp is None or not self._since_checkpoint:
+        if cp is None or not self._since_checkpoint or not self._news():
             return None
         return max(0.05, min(cp.every_s, RETRY_CHECKPOINT_S))
 
@@ -516,6 +533,8 @@ class ChainedLog:
                     self._hold()
             else:
                 answer()
+                if not self._direct and chain is not None:  # synced (direct: ``_sync_appended``)
+                    self._vouch(chain.head)
             if not self._direct and self._checkpoint_due():  # direct: after the sync
                 send_wakes(self._wakes)  # no request waits for a checkpoint's sync
                 self._checkpoint("interval")
@@ -552,13 +571,26 @@ class ChainedLog:
 
     # --- checkpoints ----------------------------------------------------------------
 
+    def _vouch(self, head: Head) -> None:
+        """``head``'s lines were synced: a checkpoint may name it, unless a sync failed before
+        (``sync_error``: the lines of that sync are not known to be on the disk, and every
+        head after them counts them). Under ``_io``."""
+        if self.sync_error is None:
+            self._synced = head
+
+    def _news(self) -> bool:
+        """A checkpoint would name a head no checkpoint named yet (not so once a failed sync
+        holds ``_synced`` back: the writer then has no checkpoint to wait for)."""
+        at, last = self._synced, self._checkpointed
+        return at is not None and at.sequence > 0 and (last is None or last[0][0] != at.sequence - 1)
+
     def _checkpoint_if_due(self) -> None:
         if self._checkpoint_due():
             self._checkpoint("interval")
 
     def _checkpoint_due(self) -> bool:
         cp = self._checkpointing
-        if cp is None or not self._since_checkpoint:
+        if cp is None or not self._since_checkpoint or not self._news():
             return False
         moment = cp.monotonic()
         if moment < self._checkpoint_retry_at:  # a failing store is not retried on every record
@@ -571,7 +603,7 @@ class ChainedLog:
         the same head (it says the writer stopped cleanly), never twice. A failure is logged
         and reported by ``status``, never raised."""
         cp = self._checkpointing
-        at = self._synced if self._direct else (self._chain.head if self._chain is not None else None)
+        at = self._synced
         if cp is None or self._chain is None or at is None or at.sequence == 0:
             return
         head = (at.sequence - 1, at.prev_hash)

@@ -211,7 +211,8 @@ def test_held_records_drain_on_after_a_batch_whose_sync_failed(tmp_path: Path) -
 def test_a_record_queued_while_the_writer_stops_keeps_one_writer(tmp_path: Path) -> None:
     """A record queued between the writer's stop and ``close`` taking the lock again (a
     cancelled request's record, say) starts a writer of its own; ``close`` must not forget
-    that one (the next record would start a second, and two writers take the same batch)."""
+    that one (the next record would start a second, and two writers take the same batch):
+    it stops it in turn, once it has written the record."""
     recorder = _recorder(tmp_path, "group")
     log = recorder.decisions
     recorder.failure("req-0", ERROR)
@@ -225,10 +226,10 @@ def test_a_record_queued_while_the_writer_stops_keeps_one_writer(tmp_path: Path)
 
     stopped.join = join_then_queue  # type: ignore[method-assign]
     log.close()
-    assert log._thread is not None and log._thread is not stopped, "the writer started meanwhile is kept"
+    path = tmp_path / "decisions.jsonl"
+    assert _ids(path) == ["req-0", "req-1"] and not log._running(), "the writer started meanwhile drained"
     recorder.failure("req-2", ERROR)
     recorder.close()
-    path = tmp_path / "decisions.jsonl"
     assert _ids(path) == ["req-0", "req-1", "req-2"]
     assert verify_lines(JsonlSink(path).lines()).ok
 

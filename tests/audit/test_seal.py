@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from control_plane.audit.chain import Chain, Head
 from control_plane.audit.checkpoints import FileCheckpoints
 from control_plane.audit.keys import AuditKeyError, generate_key_file, load_key_ring, read_key_file
 from control_plane.audit.record import ErrorOut
@@ -225,9 +226,54 @@ def test_a_torn_line_stays_alone_and_the_next_record_parses(tmp_path: Path) -> N
     other = _recorder(tmp_path, instance_id="v")
     other.failure("req-1", ERROR)
     report = verify_lines(JsonlSink(path).lines())
-    assert report.broken is not None and (report.broken.problem, report.broken.line) == ("unparseable", 2)
-    assert report.writers["v"].records == 1 and report.records == 1
+    assert report.ok and report.torn == (2,) and not report.complete  # no record: not a break
+    assert report.writers["v"].records == 1 and report.records == 2
     assert json.loads(path.read_text().splitlines()[2])["request_id"] == "req-1"
+
+
+#: what a decision record may hold: nulls, booleans, floats, escapes, non-ASCII, a negative
+#: number, nested objects and lists (review: a cut inside any of them was a break)
+CUT_RECORD = {
+    "kind": "decision", "request_id": "req-0", "answer": None, "cached": False, "abstained": True,
+    "took_ms": 12.5, "latency_ms": {"engine": 3.25e-05}, "intent": 'red "nike" shoes\\ \u00e9\u2028',
+    "offset": -1, "tiers": [{"tier": "strict", "total": 0}], "matched": [],
+}
+
+
+def test_a_record_cut_at_any_byte_is_torn_never_a_break() -> None:
+    """A kill may stop a write at any page boundary, so at any byte of a line: every cut of a
+    sealed record's line is torn, none is a break."""
+    _, line = Chain(Head("w")).seal_line(CUT_RECORD)
+    breaks = []
+    for cut in range(1, len(line)):
+        text = line[:cut].decode("utf-8", errors="replace") + "\n"  # as JsonlSink.lines reads it
+        report = verify_lines([(1, text)])
+        if not report.ok or report.torn != (1,):
+            breaks.append(f"{line[max(0, cut - 12):cut]!r}: {report.broken and report.broken.detail}")
+    assert not breaks, f"{len(breaks)} of {len(line) - 1} cuts are a break: " + "; ".join(breaks[:8])
+
+
+def test_a_line_that_does_not_start_as_a_record_is_unparseable() -> None:
+    report = verify_lines([(1, "garbage\n")])
+    assert report.broken is not None and report.broken.problem == "unparseable" and report.torn == ()
+
+
+def test_a_line_cut_inside_a_character_is_torn_and_the_lines_after_it_are_read(tmp_path: Path) -> None:
+    """A kill can cut a write inside a UTF-8 character (the raw intent, a brand): the file
+    still reads, the writer that takes it over finds its head, and ``verify`` finds the cut
+    line torn, the records around it intact."""
+    recorder = _recorder(tmp_path, instance_id="w")
+    recorder.failure("req-0", ERROR)
+    path = tmp_path / "decisions.jsonl"
+    with path.open("ab") as file:
+        file.write('{"writer": "w", "intent": "cacahuètes"'.encode()[:-5])  # cut inside the è
+    recorder.close()
+    again = _recorder(tmp_path, instance_id="w")  # the restarted process takes the file over
+    again.failure("req-1", ERROR)
+    again.close()
+    report = verify_lines(JsonlSink(path).lines())
+    assert report.ok and report.torn == (2,), report
+    assert report.writers["w"].records == 2 and report.writers["w"].last == 1
 
 
 def _append_many(path: str, writer: str, count: int) -> None:

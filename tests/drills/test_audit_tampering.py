@@ -80,7 +80,12 @@ def swap(records: list[Any], _: Path) -> list[Any]:
 
 
 def torn(records: list[Any], _: Path) -> list[Any]:
-    records[8] = json.dumps(records[8])[:100]  # a crash mid-write
+    records[8] = json.dumps(records[8])[:100]  # A5, A's last record, cut as by a crash mid-write
+    return records
+
+
+def torn_in_the_middle(records: list[Any], _: Path) -> list[Any]:
+    records[3] = json.dumps(records[3])[:100]  # A2: a record cut short cannot hide from its chain
     return records
 
 
@@ -144,7 +149,8 @@ EXPECTED: dict[str, tuple[Variant, tuple[int, str, int | None, str | None], tupl
     "edit_a_field": (edit, (BROKEN, "edited", 4, "A"), (BROKEN, "edited")),
     "delete_a_record": (delete, (BROKEN, "deleted", 5, "A"), (BROKEN, "deleted")),
     "swap_two_records": (swap, (BROKEN, "reordered", 3, "A"), (BROKEN, "reordered")),
-    "torn_line": (torn, (BROKEN, "unparseable", 9, None), (BROKEN, "unparseable")),
+    "torn_line": (torn, (BROKEN, "truncated", None, "A"), (BROKEN, "truncated")),
+    "torn_line_in_the_middle": (torn_in_the_middle, (BROKEN, "deleted", 6, "A"), (BROKEN, "deleted")),
     "truncate_the_tail": (truncate_tail, (BROKEN, "truncated", None, "A"), (BROKEN, "truncated")),
     "append_forged_record": (append_forged, (BROKEN, "forged", 11, "A"), (UNVOUCHED, None)),
     "rechain_after_edit": (rechain, (BROKEN, "forged", 4, "A"), (BROKEN, "rewritten")),
@@ -232,3 +238,20 @@ def test_without_the_key_a_new_writer_is_flagged(tmp_path: Path, capsys: pytest.
     assert code == UNVOUCHED and out.startswith("OK: 13 records")
     assert "writer forged:1:cafe: 3 records, seq 0..2, NO CHECKPOINT" in out
     assert "MACs NOT checked" in out and "INCOMPLETE" in out
+
+
+def test_a_write_cut_short_by_a_kill_is_torn_not_broken(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A writer killed in the middle of a write it never returned from leaves the start of a
+    record: no record is missing from any chain, so verify finds no break; it lists the line
+    and says not everything is vouched for (exit 7), as after any kill."""
+    records, _ = _log(tmp_path)
+    cut = json.dumps({**records[9], "sequence": 4, "request_id": "req-never-answered"})[:150]
+    (tmp_path / "decisions.jsonl").write_text(_dump([*records, cut]))
+    code = main(["audit", "verify", "--sink", str(tmp_path / "decisions.jsonl"),
+                 "--key-file", str(tmp_path / "audit.key")])
+    out = capsys.readouterr().out
+    assert code == UNVOUCHED and out.startswith("OK: 10 records"), out
+    assert "TORN: line(s) 11: a record cut short" in out and "INCOMPLETE" in out
+    assert "BROKEN" not in out
