@@ -153,7 +153,6 @@ def verify_lines(
     return replace(report, torn=tuple(torn))
 
 
-
 def _record_problem(
     record: dict[str, Any],
     keys: KeyRing | None,

@@ -489,7 +489,7 @@ class ChainedLog:
                 if self._chain is None:
                     head = None if self._fresh else self.sink.head(self.writer)
                     self._chain = Chain(head or Head(self.writer), self._keys())
-                    self._synced = self._chain.head  # what the file held: as synced as it gets
+                    self._synced = self._taken_over(head)
                 chain = Chain(self._chain.head, self._chain.keys)
                 lines: list[bytes] = []
                 for ticket in batch:
@@ -570,6 +570,22 @@ class ChainedLog:
             self._state.notify_all()
 
     # --- checkpoints ----------------------------------------------------------------
+
+    def _taken_over(self, head: Head | None) -> Head | None:
+        """What a checkpoint may name of the chain this writer read from its sink (``head``;
+        None: a chain of its own): that head, once the file is synced (a process killed before
+        its sync left its last lines in the page cache only); nothing of it when that sync
+        fails (reported as any failed sync). Under ``_io``."""
+        if head is None:
+            return Head(self.writer)
+        sync = getattr(self.sink, "sync_appended", None)
+        if sync is not None:
+            try:
+                sync()
+            except (SinkError, OSError) as error:
+                self._written_with(error)
+                return None
+        return head
 
     def _vouch(self, head: Head) -> None:
         """``head``'s lines were synced: a checkpoint may name it, unless a sync failed before

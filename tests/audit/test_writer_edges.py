@@ -246,3 +246,41 @@ def test_a_part_another_process_appended_after_is_never_followed_by_its_batch(
         if record.get("writer") != "other":
             ours.append(record["request_id"])
     assert ours == ["req-0"]  # the one whole line the failed write left, and nothing more
+
+
+def _earlier(directory: Path) -> None:
+    """An earlier process of writer ``test-writer`` left one record in the file."""
+    earlier = ChainedLog(JsonlSink(directory / "decisions.jsonl"), "test-writer", Metrics(), 100)
+    earlier.append(_record(0))
+    earlier.close()
+
+
+def test_a_writer_taking_a_file_over_syncs_it_before_vouching_for_what_it_read(tmp_path: Path) -> None:
+    """A configured writer id resumes its chain from the file; the lines it read may be in the
+    page cache only (the process before it killed before its sync): they are synced before any
+    checkpoint names them."""
+    _earlier(tmp_path)
+    sink = HeldSyncSink(tmp_path / "decisions.jsonl")
+    sink.release.set()
+    checkpoints = tmp_path / "checkpoints.jsonl"
+    later = ChainedLog(sink, "test-writer", Metrics(), 100,
+                       checkpointing=Checkpointing(FileCheckpoints(checkpoints), every_records=1))
+    later.append(_record(1))
+    later.close()
+    assert sink.syncs == 2  # the file taken over, then the record's batch
+    assert _named(checkpoints)[-1] == 1
+
+
+def test_a_writer_whose_takeover_sync_fails_vouches_for_nothing(tmp_path: Path) -> None:
+    _earlier(tmp_path)
+    sink = HeldSyncSink(tmp_path / "decisions.jsonl")
+    sink.release.set()
+    sink.fail = _eio()  # the takeover's sync
+    checkpoints = tmp_path / "checkpoints.jsonl"
+    later = ChainedLog(sink, "test-writer", Metrics(), 100,
+                       checkpointing=Checkpointing(FileCheckpoints(checkpoints), every_records=1))
+    later.append(_record(1))  # written and synced, after a chain not known to be on disk
+    later.close()
+    assert later.sync_error is not None
+    assert _named(checkpoints) == []
+    assert _ids(sink.path) == ["req-0", "req-1"]
