@@ -40,7 +40,7 @@ EXIT_CODES: dict[int, str] = {
     EXIT_AUDIT_BROKEN: "the audit chain does not verify",
     EXIT_ENGINE_UNAVAILABLE: "the engine cannot be reached, failed, or could not be started",
     EXIT_AUDIT_INCOMPLETE: "the audit chain shows no break, but not everything is vouched for:"
-    " no key, no checkpoints, or a writer without one (treat it as an alarm)",
+    " no key, no checkpoints, a writer without one, or a torn line (treat it as an alarm)",
 }
 
 
