@@ -1,5 +1,6 @@
 """Plan cache: compiled plans keyed by (policy-set version, normalised intent, cohorts,
-market): a plan is the same for every user, whose purchase boosts are applied when it is
+market, catalog index: the price statistics its relative prices were resolved with): a plan
+is the same for every user, whose purchase boosts are applied when it is
 rendered (the service keeps each user's purchase rows in a cache of their own). Dropped
 whole when the policy-set version changes. An entry holds only between the active-window
 boundaries around the time it was compiled for: it expires at the next one, so a campaign

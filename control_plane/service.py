@@ -194,13 +194,13 @@ class Catalog:
     def stats(self) -> dict[str, CategoryStats]:
         return self._watch.get().stats
 
-    def generation(self) -> tuple[Any, ...]:
-        return self._watch.get().generation
+    def state(self) -> CatalogState:
+        """The index, its statistics and its generation, as one read (re-read when due)."""
+        return self._watch.get()
 
-    def known_generation(self) -> tuple[Any, ...] | None:
-        """The generation as last read, None when a read is due (no engine call here)."""
-        state = self._watch.peek()
-        return state.generation if state is not None else None
+    def known_state(self) -> CatalogState | None:
+        """:meth:`state` as last read, None when a read is due (no engine call here)."""
+        return self._watch.peek()
 
     def _read(self, previous: CatalogState | None) -> CatalogState:
         """The alias's index, its counters, and its statistics (read again only when the
@@ -375,15 +375,22 @@ class SearchService:
         *,
         cached_only: bool,
         percolated: matcher.Percolated | None = None,
+        catalog: CatalogState | None = None,
     ) -> Compiled | None:
         """:meth:`_compile` on ``snapshot``; ``cached_only``: None instead of any engine call
         (the plan or the user's purchases not cached); ``percolated``: what percolating the
-        intent on the snapshot's index found, when the caller did it."""
+        intent on the snapshot's index found, when the caller did it; ``catalog``: the
+        catalog's state as the caller read it (else read here, or as last read when
+        ``cached_only``)."""
         live, by_id = snapshot
         normalised = search_intent(request.intent)
         intent = normalised.text
         version = live.policy_set.version
-        key = _plan_key(request, intent)
+        if catalog is None:
+            catalog = self.catalog.known_state() if cached_only else self.catalog.state()
+        if catalog is None:  # a catalog read due: not from the cache alone
+            return None
+        key = _plan_key(request, intent, catalog)
         counted = not cached_only  # a look the thread path may repeat counts there
         plan = self.cache.get(version, key, now, counted=counted)
         user = request.user_id
@@ -431,7 +438,7 @@ class SearchService:
                 )
             if percolated is None:  # else the caller timed the percolation it did
                 stages.append(StageTiming("percolate", started, time.perf_counter_ns()))
-            plan = self._planned(live, request, intent, matches, stages)
+            plan = self._planned(live, request, intent, matches, stages, catalog)
             self.cache.put(version, key, plan, *_held_between(live, now))
             hit = False
         else:
@@ -450,11 +457,12 @@ class SearchService:
         intent: str,
         matches: Matches,
         stages: list[StageTiming],
+        catalog: CatalogState,
     ) -> Compiled:
-        """The plan-cache entry of ``matches`` of ``intent`` (composed, timed into ``stages``):
-        no user's boosts in it, they are added per request."""
+        """The plan-cache entry of ``matches`` of ``intent`` on ``catalog`` (composed, timed
+        into ``stages``): no user's boosts in it, they are added per request."""
         composition = _timed(
-            stages, "compose", compose, live.policy_set, intent, matches, self._context(request)
+            stages, "compose", compose, live.policy_set, intent, matches, self._context(request, catalog)
         )
         return Compiled(
             policy_set_version=live.policy_set.version,
@@ -464,12 +472,12 @@ class SearchService:
             personalization=(),
         )
 
-    def _context(self, request: SearchRequest) -> ComposeContext:
+    def _context(self, request: SearchRequest, catalog: CatalogState) -> ComposeContext:
         return ComposeContext(
             cohorts=request.cohorts,
             market=request.market,
             category_field=self.profile.category,
-            price_stats=self.catalog.stats(),
+            price_stats=catalog.stats,
             money=self.profile.money,
         )
 
@@ -510,11 +518,19 @@ class SearchService:
         with counted_requests() as requests:
             stages: list[StageTiming] = []
             started = time.perf_counter()
-            speculated = self._speculated(request, now, stages) if self.settings.search.speculation else None
+            snapshot = self.snapshot()
+            catalog = self.catalog.state()  # read once: the plan's statistics, the tiers' generation
+            speculated = (
+                self._speculated(snapshot, catalog, request, now, stages)
+                if self.settings.search.speculation else None
+            )
             if speculated is None:
-                compiled = self._compile(request, now, stages)
+                compiled = self._compile_from(
+                    snapshot, request, now, stages, cached_only=False, catalog=catalog
+                )
+                assert compiled is not None
                 compiled_at = time.perf_counter()
-                steps = self._executing(compiled, request, stages, self.catalog.generation())
+                steps = self._executing(compiled, request, stages, catalog.generation)
                 execution = drive(steps, self.engine.msearch)
             else:
                 compiled, execution, compiled_at = speculated
@@ -522,7 +538,12 @@ class SearchService:
         return _outcome(compiled, execution, stages, (started, compiled_at, done), now, requests[0])
 
     def _speculated(
-        self, request: SearchRequest, now: datetime, stages: list[StageTiming]
+        self,
+        snapshot: Snapshot,
+        catalog: CatalogState,
+        request: SearchRequest,
+        now: datetime,
+        stages: list[StageTiming],
     ) -> tuple[Compiled, Execution, float] | None:
         """A plan miss (of a request without a user, or whose user's purchases are cached)
         whose percolation is guessed (:meth:`_guess`): its percolation and the first tiers
@@ -533,14 +554,13 @@ class SearchService:
         the plan is composed from what it found, as on any miss, without percolating
         again. None: not tried (a user whose purchases are not cached, a legacy index, no
         guess, a plan or a percolation known)."""
-        snapshot = self.snapshot()
         live, by_id = snapshot
         if live.layout != "triggers" or not isinstance(by_id, matcher.PolicyMap):
             return None
         normalised = search_intent(request.intent)
         intent = normalised.text
         version = live.policy_set.version
-        key = _plan_key(request, intent)
+        key = _plan_key(request, intent, catalog)
         scope = _percolation_scope(live)
         user = request.user_id
         rows = self.purchases.get(version, user, now, counted=False) if user else ()
@@ -556,13 +576,13 @@ class SearchService:
             return None
         try:
             guessed = matcher.expanded(intent, guess, by_id, cohorts=request.cohorts, now=now)
-            plan = self._planned(live, request, intent, guessed, stages)
+            plan = self._planned(live, request, intent, guessed, stages, catalog)
         except ValueError:  # a guess no percolation gives (spans outside the intent): not tried
             log.exception("a percolation guess could not be composed (the miss goes unspeculated)")
             del stages[mark:]
             return None
         compiled = _for_request(plan, rows, now, normalised, cached=False)
-        steps = self._executing(compiled, request, stages, self.catalog.generation())
+        steps = self._executing(compiled, request, stages, catalog.generation)
         searches = next(steps)
         sent: list[tuple[str, Mapping[str, Any] | str]] = [
             matcher.percolation(live.index, intent, live.layout), *searches
@@ -577,10 +597,12 @@ class SearchService:
         if not right:  # a miss like any other, its percolation done
             steps.close()
             stages[mark:] = [percolate]  # the plan's own compose and renders are timed next
-            found = self._compile_from(snapshot, request, now, stages, cached_only=False, percolated=known)
+            found = self._compile_from(
+                snapshot, request, now, stages, cached_only=False, percolated=known, catalog=catalog
+            )
             assert found is not None
             compiled_at = time.perf_counter()
-            steps = self._executing(found, request, stages, self.catalog.generation())
+            steps = self._executing(found, request, stages, catalog.generation)
             return found, drive(steps, self.engine.msearch), compiled_at
         stages.append(percolate)
         self.cache.note_miss()
@@ -618,17 +640,17 @@ class SearchService:
         another call: the caller runs :meth:`search` in a thread instead (ADR 0030)."""
         with deadline.enforcing(), counted_requests() as requests:
             snapshot = self._watch.peek()
-            generation = self.catalog.known_generation()
-            if snapshot is None or generation is None:
+            catalog = self.catalog.known_state()
+            if snapshot is None or catalog is None:
                 return None
             stages: list[StageTiming] = []
             started = time.perf_counter()
-            compiled = self._compile_from(snapshot, request, now, stages, cached_only=True)
+            compiled = self._compile_from(snapshot, request, now, stages, cached_only=True, catalog=catalog)
             if compiled is None:
                 return None
             compiled_at = time.perf_counter()
             execution = await drive_async(
-                self._executing(compiled, request, stages, generation), engine.msearch
+                self._executing(compiled, request, stages, catalog.generation), engine.msearch
             )
             done = time.perf_counter()
         return _outcome(compiled, execution, stages, (started, compiled_at, done), now, requests[0])
@@ -668,10 +690,14 @@ class SearchService:
         return execution
 
 
-def _plan_key(request: SearchRequest, intent: str) -> tuple[str, tuple[str, ...], str | None]:
-    """The plan cache's key for ``request`` of normalised ``intent``: no user in it, a plan is
-    shared by every user."""
-    return (intent.casefold(), request.cohorts, request.market)
+def _plan_key(
+    request: SearchRequest, intent: str, catalog: CatalogState
+) -> tuple[str, tuple[str, ...], str | None, str]:
+    """The plan cache's key for ``request`` of normalised ``intent`` on ``catalog``: no user
+    in it, a plan is shared by every user. The intent as normalised, not folded further (the
+    plan holds its text: the query's, the record's); the catalog's index, whose price
+    statistics the plan's relative prices were resolved with (a reload is another index)."""
+    return (intent, request.cohorts, request.market, catalog.index)
 
 
 def _percolation_scope(live: policy_store.LivePolicySet) -> str:

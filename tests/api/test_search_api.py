@@ -160,9 +160,11 @@ def test_plan_cache_serves_repeats_and_drops_on_version_change(service: SearchSe
     fresh = SearchService(service.settings, service.engine, service.profile)
     request = SearchRequest(intent="Cheap  Chocolate")
     first = fresh.compile(request, FIXED_NOW)
-    again = fresh.compile(SearchRequest(intent="cheap chocolate"), FIXED_NOW)
+    again = fresh.compile(SearchRequest(intent="Cheap Chocolate"), FIXED_NOW)  # normalised alike
     assert not first.cached and again.cached
     assert again.composition == first.composition
+    other = fresh.compile(SearchRequest(intent="cheap chocolate"), FIXED_NOW)  # its own text: its own plan
+    assert not other.cached and other.intent == "cheap chocolate" and first.intent == "Cheap Chocolate"
     fresh.cache.get("another-version", ("x",), FIXED_NOW)  # a new version empties the cache
     assert len(fresh.cache) == 0
 
