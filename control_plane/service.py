@@ -356,13 +356,21 @@ class SearchService:
     def compile(self, request: SearchRequest, now: datetime) -> Compiled:
         """The plan for ``request`` with policies evaluated at ``now`` (windows, purchase
         ages): the caller's instant, never a clock read here."""
-        return self._compile(request, now, [])
+        return self._compile(self.snapshot(), self.catalog.state(), request, now, [])
 
-    def _compile(self, request: SearchRequest, now: datetime, stages: list[StageTiming]) -> Compiled:
+    def _compile(
+        self,
+        snapshot: Snapshot,
+        catalog: CatalogState,
+        request: SearchRequest,
+        now: datetime,
+        stages: list[StageTiming],
+    ) -> Compiled:
         """The plan is the same for every user (nothing in it depends on who asks: the
-        purchase boosts are applied when rendering), so it is cached by intent, cohorts and
-        market; the user's purchase rows are cached apart, per user, for as long."""
-        compiled = self._compile_from(self.snapshot(), request, now, stages, cached_only=False)
+        purchase boosts are applied when rendering), so it is cached by intent, cohorts,
+        market and catalog index; the user's purchase rows are cached apart, per user, for
+        as long."""
+        compiled = self._compile_from(snapshot, request, now, stages, cached_only=False, catalog=catalog)
         assert compiled is not None
         return compiled
 
@@ -374,22 +382,18 @@ class SearchService:
         stages: list[StageTiming],
         *,
         cached_only: bool,
+        catalog: CatalogState,
         percolated: matcher.Percolated | None = None,
-        catalog: CatalogState | None = None,
     ) -> Compiled | None:
         """:meth:`_compile` on ``snapshot``; ``cached_only``: None instead of any engine call
         (the plan or the user's purchases not cached); ``percolated``: what percolating the
         intent on the snapshot's index found, when the caller did it; ``catalog``: the
-        catalog's state as the caller read it (else read here, or as last read when
-        ``cached_only``)."""
+        catalog's state as the caller read it (the key's index, the composition's
+        statistics)."""
         live, by_id = snapshot
         normalised = search_intent(request.intent)
         intent = normalised.text
         version = live.policy_set.version
-        if catalog is None:
-            catalog = self.catalog.known_state() if cached_only else self.catalog.state()
-        if catalog is None:  # a catalog read due: not from the cache alone
-            return None
         key = _plan_key(request, intent, catalog)
         counted = not cached_only  # a look the thread path may repeat counts there
         plan = self.cache.get(version, key, now, counted=counted)
@@ -525,10 +529,7 @@ class SearchService:
                 if self.settings.search.speculation else None
             )
             if speculated is None:
-                compiled = self._compile_from(
-                    snapshot, request, now, stages, cached_only=False, catalog=catalog
-                )
-                assert compiled is not None
+                compiled = self._compile(snapshot, catalog, request, now, stages)
                 compiled_at = time.perf_counter()
                 steps = self._executing(compiled, request, stages, catalog.generation)
                 execution = drive(steps, self.engine.msearch)

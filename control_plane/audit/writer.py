@@ -594,11 +594,17 @@ class ChainedLog:
         if self.sync_error is None:
             self._synced = head
 
+    def _vouched(self) -> tuple[int, str] | None:
+        """What a checkpoint would name now: the (sequence, hash) of ``_synced``'s last record;
+        None before there is one."""
+        at = self._synced
+        return None if at is None or at.sequence == 0 else (at.sequence - 1, at.prev_hash)
+
     def _news(self) -> bool:
         """A checkpoint would name a head no checkpoint named yet (not so once a failed sync
         holds ``_synced`` back: the writer then has no checkpoint to wait for)."""
-        at, last = self._synced, self._checkpointed
-        return at is not None and at.sequence > 0 and (last is None or last[0][0] != at.sequence - 1)
+        head, last = self._vouched(), self._checkpointed
+        return head is not None and (last is None or last[0] != head)
 
     def _checkpoint_if_due(self) -> None:
         if self._checkpoint_due():
@@ -619,10 +625,9 @@ class ChainedLog:
         the same head (it says the writer stopped cleanly), never twice. A failure is logged
         and reported by ``status``, never raised."""
         cp = self._checkpointing
-        at = self._synced
-        if cp is None or self._chain is None or at is None or at.sequence == 0:
+        head = self._vouched()
+        if cp is None or self._chain is None or head is None:
             return
-        head = (at.sequence - 1, at.prev_hash)
         last = self._checkpointed
         if last is not None and last[0] == head and (reason != "shutdown" or last[1] == "shutdown"):
             return
@@ -645,7 +650,7 @@ class ChainedLog:
             return
         self.checkpoint_error = None
         self._checkpointed = (head, reason)
-        self._since_checkpoint = self._chain.head.sequence - at.sequence  # direct: appended since
+        self._since_checkpoint = self._chain.head.sequence - (head[0] + 1)  # direct: appended since
         self._checkpoint_at = cp.monotonic()
 
     def checkpoint(self, reason: str = "interval", *, due_only: bool = False) -> None:
