@@ -113,15 +113,20 @@ AUDIT_BACKLOG_MESSAGE = (
     "the decision log is behind: this request's record cannot be queued; nothing is served"
     " without one (retry later)"
 )
+AUDIT_UNAVAILABLE_MESSAGE = (
+    "the decision log's writer cannot start (the process is out of threads): this request's"
+    " record cannot be taken; nothing is served without one (retry later)"
+)
 
 
 def install(app: FastAPI) -> None:
-    from control_plane.audit.writer import AuditBacklog  # lazy: the audit package imports the API
+    from control_plane.audit.writer import AuditBacklog, AuditUnavailable  # lazy: audit imports the API
 
     @app.exception_handler(AuditBacklog)
     async def _backlog(request: Request, error: AuditBacklog) -> JSONResponse:
-        log.warning("audit queue full, refusing (request %s): %s", request_id(request), error)
-        return error_response(request, 503, error.code, AUDIT_BACKLOG_MESSAGE)
+        log.warning("audit record not taken, refusing (request %s): %s", request_id(request), error)
+        message = AUDIT_UNAVAILABLE_MESSAGE if isinstance(error, AuditUnavailable) else AUDIT_BACKLOG_MESSAGE
+        return error_response(request, 503, error.code, message)
 
     @app.exception_handler(ApiError)
     async def _api(request: Request, error: ApiError) -> JSONResponse:

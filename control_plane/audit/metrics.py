@@ -206,7 +206,8 @@ class Metrics:
         )
         self.backlog_refusals = Counter(
             "govsearch_audit_backlog_refusals",
-            "requests refused (503 audit_backlog): the audit queue was full",
+            "requests refused because their record could not be taken: 503 audit_backlog (the"
+            " audit queue was full) or audit_unavailable (no writer thread could be started)",
             ["log"],
             registry=r,
         )

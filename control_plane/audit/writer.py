@@ -9,7 +9,8 @@ No request ever holds a lock across file or engine I/O.
 
 - **Queue full**: ``append`` raises :class:`AuditBacklog` (the API answers 503
   ``audit_backlog``) instead of dropping a record; the refusal is counted
-  (``govsearch_audit_backlog_refusals``).
+  (``govsearch_audit_backlog_refusals``). No writer thread to be had: :class:`AuditUnavailable`
+  (503 ``audit_unavailable``), the record not queued, counted the same way.
 - **A sink that fails**: the batch stays at the head of the queue, in order, and is retried
   (on the next record, on ``/readyz`` and at shutdown); the
   requests waiting on it are answered, their records held in memory, as before the writer
@@ -73,6 +74,14 @@ class AuditBacklog(Exception):
     refused (503 ``audit_backlog``) rather than served without one."""
 
     code = "audit_backlog"
+
+
+class AuditUnavailable(AuditBacklog):
+    """No writer thread can be started (the process is at its thread limit): the record is
+    not queued, so the request is refused (503 ``audit_unavailable``) rather than answered
+    with an error while a record saying it was served waits for a writer."""
+
+    code = "audit_unavailable"
 
 
 @dataclass(frozen=True)
@@ -298,7 +307,11 @@ class ChainedLog:
             self._batch_records.observe(1)
             with self._state:
                 self._unsynced += 1
-                self._start()
+                try:
+                    self._start()
+                except RuntimeError:  # in the file, as ``written`` promises: synced by the next
+                    log.warning("audit %s writer cannot start: a written record waits for its sync",
+                                self.name)  # writer that starts (a record, or shutdown)
                 self._work.notify()
             return sealed
         finally:
@@ -360,12 +373,24 @@ class ChainedLog:
         is not to wait (``commit="queued"``). :class:`AuditBacklog` when the queue is full."""
         if len(self._queue) >= self._capacity:
             self._refuse()
+        self._start_or_refuse()  # first: a record is never queued for a writer that cannot run
         self._queue.append(ticket)
         self.metrics.buffered.set(len(self._queue))
         self._kick = True
-        self._start()
         self._work.notify()
         return self._commit != "queued"
+
+    def _start_or_refuse(self) -> None:
+        """:meth:`_start`, or :class:`AuditUnavailable` when no thread can be had."""
+        try:
+            self._start()
+        except RuntimeError as error:  # threading's "can't start new thread"
+            self.refused += 1
+            self.metrics.backlog_refusals.labels(self.name).inc()
+            raise AuditUnavailable(
+                f"the audit {self.name} writer cannot start ({error}); the request is refused"
+                " rather than served without a record"
+            ) from error
 
     def full(self) -> bool:
         with self._state:
@@ -414,12 +439,12 @@ class ChainedLog:
         return self._thread is not None and self._thread.is_alive()
 
     def _start(self) -> None:
-        """Start the writer thread (under ``_state``) if it is not running."""
+        """Start the writer thread (under ``_state``) if it is not running. ``RuntimeError``
+        when no thread can be had (the one that would not start is not kept)."""
         if not self._running():
-            self._thread = threading.Thread(
-                target=self._run, name=f"govsearch-audit-{self.name}", daemon=True
-            )
-            self._thread.start()
+            thread = threading.Thread(target=self._run, name=f"govsearch-audit-{self.name}", daemon=True)
+            thread.start()
+            self._thread = thread
 
     # --- the writer thread ----------------------------------------------------------
 

@@ -4,6 +4,7 @@ what is received: over the real engine."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -164,6 +165,32 @@ def test_a_requested_deadline_binds_only_the_enforced_work() -> None:
         with pytest.raises(deadline.DeadlineExceeded):
             inside()
     assert inside() == 5.0
+
+
+def test_a_search_whose_record_has_no_writer_is_refused_and_not_recorded(
+    service: SearchService, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The process cannot start the audit writer's thread (at its thread limit): the search
+    is refused with 503 ``audit_unavailable`` in the one error shape, no hit in it, and no
+    record of it is queued to be written later as if it had been served. Once threads can
+    be had, the next search is served and recorded."""
+    client = _app(service, service.settings, tmp_path)
+    start = threading.Thread.start
+
+    def refusing(thread: threading.Thread) -> None:
+        if thread.name.startswith("govsearch-audit-"):
+            raise RuntimeError("can't start new thread")
+        start(thread)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(threading.Thread, "start", refusing)
+        refused = client.post("/v1/search", json={"intent": "cheap chocolate"})
+    assert refused.status_code == 503
+    assert_error_shape(refused.json(), "audit_unavailable")
+    assert "hits" not in refused.text
+    served = client.post("/v1/search", json={"intent": "cheap chocolate"})
+    assert served.status_code == 200
+    assert [r["request_id"] for r in _records(tmp_path)] == [served.json()["request_id"]]
 
 
 # --- body limit -----------------------------------------------------------------

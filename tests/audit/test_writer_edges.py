@@ -284,3 +284,74 @@ def test_a_writer_whose_takeover_sync_fails_vouches_for_nothing(tmp_path: Path) 
     assert later.sync_error is not None
     assert _named(checkpoints) == []
     assert _ids(sink.path) == ["req-0", "req-1"]
+
+
+class _NoThreads:
+    """``threading.Thread.start`` refused for the audit writer's threads (the process at its
+    thread limit: ``RuntimeError: can't start new thread``), every other thread as usual."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.refused = 0
+        start = threading.Thread.start
+
+        def refusing(thread: threading.Thread) -> None:
+            if thread.name.startswith("govsearch-audit-"):
+                self.refused += 1
+                raise RuntimeError("can't start new thread")
+            start(thread)
+
+        monkeypatch.setattr(threading.Thread, "start", refusing)
+
+
+@pytest.mark.parametrize("commit", ["group", "written"])
+def test_a_writer_that_cannot_start_refuses_the_record_and_queues_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, commit: str
+) -> None:
+    """No writer thread to be had: the record is refused (``AuditUnavailable``, a 503 in the
+    one error shape, as a full queue's) before it is queued, so a request answered with an
+    error leaves no record saying it was served, and nothing waits on a writer that is not
+    there. Once threads can be had again, the next record is written, alone."""
+    from control_plane.audit.writer import AuditUnavailable
+
+    path = tmp_path / "decisions.jsonl"
+    log = _log(JsonlSink(path), commit)
+    with monkeypatch.context() as patched:
+        no_threads = _NoThreads(patched)
+        with pytest.raises(AuditUnavailable):
+            log.append(_record(1))
+        with pytest.raises(AuditUnavailable):
+            asyncio.run(log.append_async(_record(2)))
+        assert no_threads.refused >= 2
+        assert log.buffered_total() == 0
+    assert log.append(_record(3)) is not None
+    log.close()
+    assert _ids(path) == ["req-3"]
+    assert verify_lines(JsonlSink(path).lines()).ok
+
+
+def test_a_direct_write_whose_syncing_writer_cannot_start_is_served_and_synced_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At ``written``, a request that wrote its own line (ADR 0050) is answered: its record is
+    in the file, which is what ``written`` promises. The writer that syncs it cannot start now;
+    the next record starts one, and shutdown syncs both."""
+    path = tmp_path / "decisions.jsonl"
+    log = _log(JsonlSink(path), "written")
+    assert asyncio.run(log.append_async(_record(1))) is not None  # the chain read, the writer up
+    log.close()  # the writer stopped: the next direct write must start one
+    checkpoints = tmp_path / "checkpoints.jsonl"
+    log = ChainedLog(JsonlSink(path), "test-writer", Metrics(), 1000, commit="written",
+                     checkpointing=Checkpointing(FileCheckpoints(checkpoints), every_records=1))
+    assert log.append(_record(2)) is not None  # the chain read from the file, the writer stopped
+    log.close()
+    with monkeypatch.context() as patched:
+        no_threads = _NoThreads(patched)
+        assert asyncio.run(log.append_async(_record(3))) is not None  # its own line, no writer
+        assert no_threads.refused == 1
+    assert _ids(path) == ["req-1", "req-2", "req-3"]
+    assert _named(checkpoints)[-1] == 1  # req-3's sync is still to come: not vouched for
+    assert log.append(_record(4)) is not None
+    log.close()
+    assert _ids(path) == ["req-1", "req-2", "req-3", "req-4"]
+    assert _named(checkpoints)[-1] == 3  # synced, req-3 with req-4: a checkpoint names them
+    assert verify_lines(JsonlSink(path).lines(), checkpoints=FileCheckpoints(checkpoints).scan()).ok
