@@ -27,7 +27,7 @@ from control_plane.cli_support import (
     print_json,
     report_load_errors,
 )
-from control_plane.config import Settings, UnknownCatalogError, load_settings
+from control_plane.config import Settings, UnknownCatalogError, UnreadableConfigError, load_settings
 from control_plane.engine import EngineError
 from control_plane.lifecycle.cli import add_keys_commands, add_policy_actions
 
@@ -433,7 +433,7 @@ def _failure(error: Exception) -> int | None:
     if isinstance(error, Refused):
         print(f"govsearch: refused ({error.code}): {error.message}", file=sys.stderr)
         return EXIT_REFUSED
-    if isinstance(error, FileNotFoundError | UnknownCatalogError):
+    if isinstance(error, FileNotFoundError | UnknownCatalogError | UnreadableConfigError):
         print(f"govsearch: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     if isinstance(error, ValueError | yaml.YAMLError):

@@ -172,6 +172,11 @@ class UnknownCatalogError(ValueError):
     """A catalog name the configuration's ``catalogs`` does not declare."""
 
 
+class UnreadableConfigError(OSError):
+    """A configuration file that is there but cannot be read (permissions, a directory, an
+    I/O error): a usage error, as a missing ``--config`` is."""
+
+
 class Settings(Section):
     engine: EngineSettings = EngineSettings()
     catalog: CatalogSettings = CatalogSettings()
@@ -203,12 +208,12 @@ class Settings(Section):
         ``default_catalog``, else unchanged; ``default`` (unless ``catalogs`` declares one):
         the ``catalog`` section. Raises :class:`UnknownCatalogError` for an unknown name."""
         name = name or self.default_catalog
-        if name is None or name == self.selected_catalog:
+        if name is None or (name == "default" and name not in self.catalogs):
+            return self._named(self._as_default(), "default")
+        if name == self.selected_catalog:
             return self
-        if name == "default" and name not in self.catalogs:
-            return self._named(self.model_copy(), name)
         if name not in self.catalogs:
-            known = ", ".join(self.catalog_names()) or "none configured"
+            known = ", ".join(sorted({"default", *self.catalog_names()}))
             raise UnknownCatalogError(f"unknown catalog {name!r} (known: {known})")
         chosen = self.catalogs[name]
         policies = self.policies.model_copy(update={
@@ -216,6 +221,16 @@ class Settings(Section):
             "index_prefix": chosen.policies_index_prefix or f"{self.policies.index_prefix}-{name}",
         })
         return self._named(self.model_copy(update={"catalog": chosen, "policies": policies}), name)
+
+    def _as_default(self) -> Settings:
+        """These settings for the ``catalog`` section: its own ``policies_dir`` and
+        ``policies_index_prefix``, where it sets them, in place of ``policies.dir`` and
+        ``policies.index_prefix`` (a named catalog falls back on those, never on these)."""
+        own = {"dir": self.catalog.policies_dir, "index_prefix": self.catalog.policies_index_prefix}
+        update = {key: value for key, value in own.items() if value and value != getattr(self.policies, key)}
+        if not update:
+            return self
+        return self.model_copy(update={"policies": self.policies.model_copy(update=update)})
 
     @staticmethod
     def _named(settings: Settings, name: str) -> Settings:
@@ -290,7 +305,12 @@ def load_settings(
     data: dict[str, Any] = {}
     file = Path(candidate)
     if file.is_file():
-        loaded = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+        try:
+            text = file.read_text(encoding="utf-8")
+        except OSError as error:  # (not UTF-8 is a ValueError: invalid input, as bad YAML)
+            reason = error.strerror or error
+            raise UnreadableConfigError(f"cannot read the configuration file {file}: {reason}") from error
+        loaded = yaml.safe_load(text) or {}
         if not isinstance(loaded, dict):
             raise ValueError(f"{file}: the configuration must be a mapping")
         data = loaded

@@ -124,6 +124,27 @@ def test_a_broken_configuration_file_is_invalid_input(
     assert code == EXIT_USAGE and "configuration file not found" in err
 
 
+def test_an_unreadable_configuration_file_is_a_usage_error_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``--config`` that is there and cannot be read (no permission: the tests run as root,
+    so the read is refused in process) exits 2 with one line, as a missing one does."""
+    config = tmp_path / "govsearch.yaml"
+    config.write_text("engine: {url: 'http://127.0.0.1:1'}\n", encoding="utf-8")
+    read_text = Path.read_text
+
+    def refused(path: Path, *args: object, **kwargs: object) -> str:
+        if path == config:
+            raise PermissionError(13, "Permission denied", str(path))
+        return read_text(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "read_text", refused)
+    code, _, err = run(capsys, "--config", str(config), "policy", "check", str(ROOT / "policies"))
+    assert code == EXIT_USAGE and len(err.splitlines()) == 1
+    assert err.startswith("govsearch: error: cannot read the configuration file")
+    assert "Permission denied" in err
+
+
 def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as raised:
         run(capsys, "policy", "no-such-action")

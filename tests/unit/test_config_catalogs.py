@@ -34,6 +34,32 @@ def test_without_a_name_the_catalog_section_is_used(config_file: Path) -> None:
     )
 
 
+def test_the_catalog_section_brings_its_own_policies_and_named_ones_never_take_them(
+    config_file: Path,
+) -> None:
+    """``catalog.policies_dir`` and ``catalog.policies_index_prefix`` are the default catalog's
+    (docs/configuration.md): they replace ``policies.dir`` and ``policies.index_prefix`` for it,
+    and a named catalog without its own still falls back on ``policies``, not on them."""
+    own = CONFIG.replace(
+        "catalog: {profile: demo.profile.yaml, file: demo.ndjson}",
+        "catalog: {profile: demo.profile.yaml, file: demo.ndjson, policies_dir: own-policies,"
+        " policies_index_prefix: own-p}",
+    )
+    config_file.write_text(own, encoding="utf-8")
+    for chosen in (None, "default"):
+        settings = load_settings(config_file, environ={}, catalog=chosen)
+        assert settings.selected_catalog == "default"
+        assert (settings.policies.dir, settings.policies.index_prefix) == ("own-policies", "own-p")
+    home = load_settings(config_file, environ={}, catalog="home")
+    assert (home.policies.dir, home.policies.index_prefix) == ("demo-policies", "home-p")
+    fashion = load_settings(config_file, environ={}, catalog="fashion")
+    assert (fashion.policies.dir, fashion.policies.index_prefix) == ("fashion-policies", "gp-fashion")
+    only_dir = CONFIG.replace("file: demo.ndjson}", "file: demo.ndjson, policies_dir: own-policies}", 1)
+    config_file.write_text(only_dir, encoding="utf-8")
+    settings = load_settings(config_file, environ={})
+    assert (settings.policies.dir, settings.policies.index_prefix) == ("own-policies", "gp")
+
+
 def test_a_named_catalog_brings_its_profile_products_policies_and_own_index_prefix(
     config_file: Path,
 ) -> None:
@@ -55,7 +81,8 @@ def test_the_environment_and_the_default_select_and_the_option_wins(config_file:
 
 
 def test_an_unknown_catalog_is_refused_with_the_known_names(config_file: Path) -> None:
-    with pytest.raises(UnknownCatalogError, match=r"unknown catalog 'shoes' \(known: fashion, home\)"):
+    known = r"unknown catalog 'shoes' \(known: default, fashion, home\)"
+    with pytest.raises(UnknownCatalogError, match=known):
         load_settings(config_file, environ={}, catalog="shoes")
     config_file.write_text(CONFIG + "default_catalog: shoes\n", encoding="utf-8")
     with pytest.raises(UnknownCatalogError):
