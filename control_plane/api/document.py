@@ -11,7 +11,9 @@ JSON error shape (:class:`control_plane.api.errors.ErrorResponse`).
   ``/v1/compile`` need one and ``auth.search_requires_key`` may require it.
 - **Errors**: 422 (and 400) where a request has parameters or a body, 413 where it has a
   body, 401 and 403 where a key is taken, 404 where the path names something, 409 on the
-  workflow's writes, 429 on the agent, 503 wherever the engine is called.
+  workflow's writes, 429 on the agent, 503 wherever the engine is called; and what
+  :data:`ANSWERS` adds for a route whose body names what may not exist or may contradict
+  itself. ``tests/api/test_schemathesis.py`` checks every answer's status is declared.
 """
 
 from __future__ import annotations
@@ -41,13 +43,26 @@ KEY: list[dict[str, list[str]]] = [{BEARER: []}, {HEADER_KEY: []}]
 NO_ENGINE = {("GET", "/healthz"), ("GET", "/metrics")}
 #: routes whose body may name a catalog (400 ``catalog_not_served``)
 NAMES_A_CATALOG = {("POST", "/v1/search"), ("POST", "/v1/compile"), ("POST", "/v1/agent/query")}
+#: what a route answers beyond what its shape says: a body naming what may not exist (404:
+#: a decision, a version), a body the workflow refuses as inconsistent (400: ``id_mismatch``,
+#: ``reason_required``, ``invalid_time``), a replay that cannot be made (409)
+ANSWERS: dict[tuple[str, str], set[int]] = {
+    ("POST", "/v1/events"): {404},
+    ("POST", "/v1/audit/replay"): {404, 409},
+    ("POST", "/v1/policies/diff"): {400, 404},
+    ("POST", "/v1/policies/promote"): {404},
+    ("POST", "/v1/policies/rollback"): {404},
+    ("PUT", "/v1/policies/staging/policies/{policy_id}"): {400},
+    ("POST", "/v1/policies/live/policies/{policy_id}/disable"): {400},
+}
 REASONS = {
-    400: "a parameter is malformed (e.g. not an ISO 8601 time), or the body names a catalog"
-    " this process does not serve (catalog_not_served)",
+    400: "the body is not JSON, a parameter is malformed (e.g. not an ISO 8601 time), the body"
+    " names a catalog this process does not serve (catalog_not_served), or the body contradicts"
+    " itself or the path (id_mismatch, reason_required)",
     401: "no API key, or an unknown or revoked one",
     403: "the key lacks the role this needs",
-    404: "what the path names does not exist",
-    409: "the workflow refused the action (its code says why)",
+    404: "what the path or the body names does not exist (a policy, a version, a decision)",
+    409: "the workflow refused the action, or a replay cannot be made (its code says why)",
     413: "the request body is too large",
     422: "the request does not match the schema",
     429: "a budget of the caller is spent",
@@ -92,7 +107,7 @@ def _errors(route: Any, method: str, key: str | None) -> set[int]:
     if dependant.query_params or (method, route.path) in NAMES_A_CATALOG:
         codes.add(400)
     if dependant.body_params:
-        codes.add(413)
+        codes |= {400, 413}  # 400: a body that does not parse as JSON (bad_request)
     if key is not None:
         codes |= {401, 403}
     if dependant.path_params:
@@ -103,7 +118,7 @@ def _errors(route: Any, method: str, key: str | None) -> set[int]:
         codes.add(429)
     if (method, route.path) not in NO_ENGINE:
         codes.add(503)
-    return codes
+    return codes | ANSWERS.get((method, route.path), set())
 
 
 def build(app: FastAPI) -> dict[str, Any]:

@@ -1,6 +1,8 @@
 """schemathesis against the served OpenAPI document: every operation, with no key and with
 an admin key, on a real app (uvicorn on an ephemeral port) over the real engine; no answer
-may be a 5xx (``not_a_server_error``). The engine and the model are up here, so not even
+may be a 5xx (``not_a_server_error``), and every answer's status must be one the document
+declares for its operation (``status_code_conformance``: each route lists the errors it can
+answer, docs/api.md). The engine and the model are up here, so not even
 the documented fail-closed 503s are expected.
 
 The operations come from the document the app serves (built from the same code at import
@@ -95,5 +97,6 @@ def test_no_operation_answers_a_server_error(
     url, admin = served
     for headers in ({}, admin):  # no key (401s, open routes), then the admin key (every route)
         case.call_and_validate(
-            base_url=url, headers=headers, checks=[schemathesis.checks.not_a_server_error]
+            base_url=url, headers=headers,
+            checks=[schemathesis.checks.not_a_server_error, schemathesis.checks.status_code_conformance],
         )
