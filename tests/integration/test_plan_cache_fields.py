@@ -378,6 +378,7 @@ def test_every_request_field_and_instant_is_served_as_uncached(
             drill.check(body, step, rng)
     finally:
         loop_engine.close()
+        loop.run_until_complete(asyncio.sleep(0))  # the closed transports' callbacks close their sockets
         loop.close()
         cached.close()
         plain.close()
