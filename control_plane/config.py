@@ -208,10 +208,10 @@ class Settings(Section):
         ``default_catalog``, else unchanged; ``default`` (unless ``catalogs`` declares one):
         the ``catalog`` section. Raises :class:`UnknownCatalogError` for an unknown name."""
         name = name or self.default_catalog
-        if name is None or (name == "default" and name not in self.catalogs):
-            return self._named(self._as_default(), "default")
-        if name == self.selected_catalog:
-            return self
+        if name is None or name == self.selected_catalog:
+            return self._as_default() if self.selected_catalog == "default" else self
+        if name == "default" and name not in self.catalogs:
+            return self._named(self.model_copy(), name)
         if name not in self.catalogs:
             known = ", ".join(sorted({"default", *self.catalog_names()}))
             raise UnknownCatalogError(f"unknown catalog {name!r} (known: {known})")
