@@ -56,7 +56,7 @@ ANSWERS: dict[tuple[str, str], set[int]] = {
     ("POST", "/v1/policies/live/policies/{policy_id}/disable"): {400},
 }
 REASONS = {
-    400: "the body is not JSON, a parameter is malformed (e.g. not an ISO 8601 time), the body"
+    400: "the body is not UTF-8 or nests too deep, a parameter is malformed (e.g. not ISO 8601), the body"
     " names a catalog this process does not serve (catalog_not_served), or the body contradicts"
     " itself or the path (id_mismatch, reason_required)",
     401: "no API key, or an unknown or revoked one",
@@ -107,7 +107,7 @@ def _errors(route: Any, method: str, key: str | None) -> set[int]:
     if dependant.query_params or (method, route.path) in NAMES_A_CATALOG:
         codes.add(400)
     if dependant.body_params:
-        codes |= {400, 413}  # 400: a body that does not parse as JSON (bad_request)
+        codes |= {400, 413}  # 400: a body that is not UTF-8 or nests too deep (bad_request)
     if key is not None:
         codes |= {401, 403}
     if dependant.path_params:
