@@ -227,12 +227,16 @@ class ChainedLog:
                 self._refuse()
 
     def _refuse(self) -> None:
-        self.refused += 1
-        self.metrics.backlog_refusals.labels(self.name).inc()
-        raise AuditBacklog(
+        raise self._refused(AuditBacklog(
             f"the audit {self.name} queue is full ({self._capacity} records not yet written to"
             f" {self.sink.describe()}); the request is refused rather than served without a record"
-        )
+        ))
+
+    def _refused(self, error: AuditBacklog) -> AuditBacklog:
+        """``error``, counted as a refusal (a record not taken: the queue full, no writer)."""
+        self.refused += 1
+        self.metrics.backlog_refusals.labels(self.name).inc()
+        return error
 
     def append(self, record: dict[str, Any]) -> dict[str, Any] | None:
         """Queue ``record`` behind any earlier ones and (group commit) wait until the writer
@@ -385,12 +389,10 @@ class ChainedLog:
         try:
             self._start()
         except RuntimeError as error:  # threading's "can't start new thread"
-            self.refused += 1
-            self.metrics.backlog_refusals.labels(self.name).inc()
-            raise AuditUnavailable(
+            raise self._refused(AuditUnavailable(
                 f"the audit {self.name} writer cannot start ({error}); the request is refused"
                 " rather than served without a record"
-            ) from error
+            )) from error
 
     def full(self) -> bool:
         with self._state:

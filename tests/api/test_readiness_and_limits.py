@@ -4,7 +4,6 @@ what is received: over the real engine."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from control_plane.engine import Engine, connect
 from control_plane.service import SearchService
 from tests.api.test_search_api import assert_error_shape
 from tests.audit.conftest import jsonl_recorder
+from tests.audit.test_writer_edges import NoThreads
 from tests.clocks import FIXED_CLOCK
 
 
@@ -175,16 +175,10 @@ def test_a_search_whose_record_has_no_writer_is_refused_and_not_recorded(
     record of it is queued to be written later as if it had been served. Once threads can
     be had, the next search is served and recorded."""
     client = _app(service, service.settings, tmp_path)
-    start = threading.Thread.start
-
-    def refusing(thread: threading.Thread) -> None:
-        if thread.name.startswith("govsearch-audit-"):
-            raise RuntimeError("can't start new thread")
-        start(thread)
-
     with monkeypatch.context() as patched:
-        patched.setattr(threading.Thread, "start", refusing)
+        no_threads = NoThreads(patched)
         refused = client.post("/v1/search", json={"intent": "cheap chocolate"})
+    assert no_threads.refused >= 1
     assert refused.status_code == 503
     assert_error_shape(refused.json(), "audit_unavailable")
     assert "hits" not in refused.text

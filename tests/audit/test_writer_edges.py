@@ -286,7 +286,7 @@ def test_a_writer_whose_takeover_sync_fails_vouches_for_nothing(tmp_path: Path) 
     assert _ids(sink.path) == ["req-0", "req-1"]
 
 
-class _NoThreads:
+class NoThreads:
     """``threading.Thread.start`` refused for the audit writer's threads (the process at its
     thread limit: ``RuntimeError: can't start new thread``), every other thread as usual."""
 
@@ -316,7 +316,7 @@ def test_a_writer_that_cannot_start_refuses_the_record_and_queues_nothing(
     path = tmp_path / "decisions.jsonl"
     log = _log(JsonlSink(path), commit)
     with monkeypatch.context() as patched:
-        no_threads = _NoThreads(patched)
+        no_threads = NoThreads(patched)
         with pytest.raises(AuditUnavailable):
             log.append(_record(1))
         with pytest.raises(AuditUnavailable):
@@ -345,7 +345,7 @@ def test_a_direct_write_whose_syncing_writer_cannot_start_is_served_and_synced_l
     assert log.append(_record(2)) is not None  # the chain read from the file, the writer stopped
     log.close()
     with monkeypatch.context() as patched:
-        no_threads = _NoThreads(patched)
+        no_threads = NoThreads(patched)
         assert asyncio.run(log.append_async(_record(3))) is not None  # its own line, no writer
         assert no_threads.refused == 1
     assert _ids(path) == ["req-1", "req-2", "req-3"]
