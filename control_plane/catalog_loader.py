@@ -52,7 +52,12 @@ def parse_ndjson(path: Path, profile: CatalogProfile) -> list[dict[str, Any]]:
     products: list[dict[str, Any]] = []
     problems: list[str] = []
     seen: dict[str, int] = {}
-    with open(path, encoding="utf-8") as lines:
+    try:
+        opened = open(path, encoding="utf-8")  # noqa: SIM115 (closed by the with below)
+    except OSError as error:  # a directory, no permission: invalid input, not a traceback
+        reason = error.strerror or error
+        raise CatalogLoadError([f"{path}: cannot read the catalog file: {reason}"]) from error
+    with opened as lines:
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue

@@ -145,6 +145,18 @@ def test_an_unreadable_configuration_file_is_a_usage_error_not_a_traceback(
     assert "Permission denied" in err
 
 
+def test_a_catalog_file_that_cannot_be_read_is_invalid_input_not_a_traceback(
+    engine_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """There but not readable as a file (a directory): exit 3, said on stderr, before any index
+    is created (the file is read first)."""
+    monkeypatch.setenv("GOVSEARCH_ENGINE_URL", engine_url)
+    code, out, err = run(capsys, "load-catalog", "--file", str(tmp_path))
+    assert code == EXIT_INVALID_INPUT, err
+    assert err.startswith("govsearch: error: ") and f"{tmp_path}: cannot read the catalog file: " in err
+    assert out == ""
+
+
 def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as raised:
         run(capsys, "policy", "no-such-action")
