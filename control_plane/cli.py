@@ -23,6 +23,7 @@ from control_plane.cli_support import (
     EXIT_USAGE,
     CliError,
     connect_engine,
+    named_path,
     now_option,
     print_json,
     report_load_errors,
@@ -96,11 +97,19 @@ def cmd_load_catalog(args: argparse.Namespace, settings: Settings) -> int:
     from control_plane.catalog.profile import load_profile
     from control_plane.catalog_loader import CatalogLoadError, load_catalog
 
-    profile = load_profile(resolve(args.profile or settings.catalog.profile))
-    try:
-        report = load_catalog(
-            connect_engine(settings), profile, resolve(args.file or settings.catalog.file)
+    # named here: missing is a usage error (2); configured: the configuration's problem (3)
+    profile_path = (
+        named_path(args.profile, "catalog profile") if args.profile
+        else resolve(settings.catalog.profile)
+    )
+    file = named_path(args.file, "catalog file") if args.file else resolve(settings.catalog.file)
+    profile = load_profile(profile_path)
+    if not file.exists():
+        raise CliError(
+            f"catalog file not found: {file} (catalog.file of the configuration)", EXIT_INVALID_INPUT
         )
+    try:
+        report = load_catalog(connect_engine(settings), profile, file)
     except CatalogLoadError as error:
         raise CliError(str(error), EXIT_INVALID_INPUT) from error
     print(
@@ -127,10 +136,11 @@ def _service(args: argparse.Namespace, settings: Settings, env: str = "live") ->
     from control_plane.bootstrap import directory_service, profile_of
     from control_plane.service import SearchService
 
-    engine = connect_engine(settings)
-    if getattr(args, "policies", None):
-        return directory_service(engine, settings, args.policies)
-    return SearchService(settings, engine, profile_of(settings), env=env)
+    directory = getattr(args, "policies", None)
+    if directory:
+        found = named_path(directory, "policy directory")  # before the engine: a usage error
+        return directory_service(connect_engine(settings), settings, found)
+    return SearchService(settings, connect_engine(settings), profile_of(settings), env=env)
 
 
 def cmd_compile(args: argparse.Namespace, settings: Settings) -> int:
@@ -230,9 +240,10 @@ def cmd_policy_check(args: argparse.Namespace, settings: Settings) -> int:
     from control_plane.progress import terminal_bar
     from control_plane.shopper_language import field_types_of
 
+    directory = named_path(args.dir, "policy directory") if args.dir else resolve(settings.policies.dir)
     profile = profile_of(settings)
     policy_set, suite = load_directory(
-        resolve(args.dir or settings.policies.dir), profile, field_types=field_types_of(profile),
+        directory, profile, field_types=field_types_of(profile),
         progress=terminal_bar("reading policies", sys.stderr),
     )
     print(
@@ -247,10 +258,11 @@ def cmd_policy_publish(args: argparse.Namespace, settings: Settings) -> int:
     from control_plane.bootstrap import publish_policies
     from control_plane.progress import terminal_bar
 
+    directory = named_path(args.dir, "policy directory") if args.dir else settings.policies.dir
     bar = terminal_bar("publishing policies", sys.stderr)
     with policy_store.reporting(bar) if bar else contextlib.nullcontext():
         index, version = publish_policies(
-            connect_engine(settings), settings, args.dir or settings.policies.dir, args.env, clock=CLOCK,
+            connect_engine(settings), settings, directory, args.env, clock=CLOCK,
             reading=terminal_bar("reading policies", sys.stderr),
         )
     print(f"policy set {version} is {args.env} ({index})")

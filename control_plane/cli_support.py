@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 import sys
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
-from control_plane.config import Settings
+from control_plane.config import Settings, project_path
 from control_plane.times import Clock, parse_time, system_clock
 
 CLOCK: Clock = system_clock
@@ -30,11 +31,13 @@ EXIT_CODES: dict[int, str] = {
     EXIT_OK: "success",
     EXIT_FINDINGS: "the command ran and the answer is no: lint errors, a failing policy test,"
     " a search answered with a status other than ok, nothing found for what was named (a"
-    " request id, a key id, an audit index)",
-    EXIT_USAGE: "usage: an unknown command or option, a bad option value, something named on"
-    " the command line that does not exist",
+    " request id, a key id, an audit log or index, an audit key file)",
+    EXIT_USAGE: "usage: an unknown command or option, a bad option value, a file or directory"
+    " named on the command line that does not exist (but audit verify's log, key and checkpoint"
+    " files: their absence is a finding)",
     EXIT_INVALID_INPUT: "invalid input files: a policy, vocabulary, governance, test, catalog,"
-    " queries or configuration file (every problem printed as file:line:column: code: message)",
+    " queries or configuration file (every problem printed as file:line:column: code: message),"
+    " or a path the configuration names that does not exist",
     EXIT_REFUSED: "refused: the workflow refused the action (its code is printed), or no valid"
     " API key was given",
     EXIT_AUDIT_BROKEN: "the audit chain does not verify",
@@ -75,6 +78,18 @@ def connect_engine(settings: Settings) -> Any:
         raise CliError(
             f"{error} (start one with: govsearch engine start)", EXIT_ENGINE_UNAVAILABLE
         ) from error
+
+
+def named_path(value: str, what: str) -> Path:
+    """A file or directory named on the command line, found the way a configured one is
+    (:func:`control_plane.config.project_path`), or a :class:`CliError` with the usage status
+    when nothing is there: the command line is wrong (docs/cli.md). Check it before the engine
+    is reached or a key is asked for. A path the configuration names that is not there is the
+    configuration's problem instead (invalid input)."""
+    path = project_path(value)
+    if not path.exists():
+        raise CliError(f"{what} not found: {value}", EXIT_USAGE)
+    return path
 
 
 def time_option(value: str | None) -> datetime | None:

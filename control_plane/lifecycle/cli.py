@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -24,6 +25,7 @@ from control_plane.cli_support import (
     EXIT_USAGE,
     CliError,
     connect_engine,
+    named_path,
     now_option,
     print_json,
     report_load_errors,
@@ -88,6 +90,34 @@ def _state(state: Any, as_json: bool) -> None:
 # --- local: test, lint, diff --------------------------------------------------------------
 
 
+def _directory(args: argparse.Namespace, settings: Settings) -> Path:
+    """``DIR`` when given (missing: a usage error), else the configured policy directory
+    (missing: the loader's ``io_error``, invalid input): docs/cli.md."""
+    if args.dir:
+        return named_path(args.dir, "policy directory")
+    return project_path(settings.policies.dir)
+
+
+#: what ``--from``/``--to`` take that is not a directory: an environment, or a version (the
+#: hex SHA-256 of a policy set) or a 12+ character prefix of one
+_VERSION = re.compile(r"[0-9a-f]{12,64}")
+#: ``policy diff``'s intents when ``--queries`` names none
+QUERIES = "policies/regression/queries.txt"
+
+
+def _diff_side(value: str) -> Path | str:
+    """A ``--from``/``--to`` value: a policy directory, else an environment or a version; a
+    value that is none of them names a directory that is not there (a usage error)."""
+    path = project_path(value)
+    if path.is_dir():
+        return path
+    if value in ("live", "staging") or _VERSION.fullmatch(value):
+        return value
+    raise CliError(
+        f"policy directory not found: {value} (nor is it a version, live or staging)", EXIT_USAGE
+    )
+
+
 def cmd_test(args: argparse.Namespace, settings: Settings) -> int:
     from control_plane.bootstrap import directory_service
     from control_plane.lifecycle.runner import run_suite, without_plan_cache
@@ -97,7 +127,7 @@ def cmd_test(args: argparse.Namespace, settings: Settings) -> int:
         workflow = _workflow(settings)
         report = workflow.test(_principal(args, workflow), args.version, time_option(args.now))
     else:
-        directory = project_path(args.dir or settings.policies.dir)
+        directory = _directory(args, settings)
         # pinned and uncached: the suite runs on this service, its set loaded once
         service = directory_service(connect_engine(settings), without_plan_cache(settings), directory)
         suite = load_suite(directory)
@@ -122,7 +152,7 @@ def cmd_lint(args: argparse.Namespace, settings: Settings) -> int:
         from control_plane.bootstrap import profile_of
         from control_plane.lifecycle.suite import load_directory
 
-        directory = project_path(args.dir or settings.policies.dir)
+        directory = _directory(args, settings)
         profile = profile_of(settings)  # the configured catalog's profile names its mapping
         mapping = profile.load_mapping()
         locations: dict[str, str] = {}
@@ -150,17 +180,19 @@ def cmd_diff(args: argparse.Namespace, settings: Settings) -> int:
     from control_plane.lifecycle import regression
     from control_plane.service import SearchService
 
+    sides = _diff_side(args.from_), _diff_side(args.to)  # before the engine: usage errors
+    queries = named_path(args.queries, "queries file") if args.queries else project_path(QUERIES)
     workflow = _workflow(settings)
-    requests = regression.load_queries(project_path(args.queries))
+    requests = regression.load_queries(queries)
     now = now_option(args.now)
 
-    def service_for(target: str, default_env: str) -> SearchService:
-        if Path(target).is_dir():
+    def service_for(target: Path | str, default_env: str) -> SearchService:
+        if isinstance(target, Path):
             return directory_service(workflow.engine, settings, target)
         index = workflow.index_of(workflow.resolve_version(target, default_env))
         return SearchService(settings, workflow.engine, workflow.profile, index=index)
 
-    before, after = service_for(args.from_, "live"), service_for(args.to, "staging")
+    before, after = service_for(sides[0], "live"), service_for(sides[1], "staging")
     try:
         result = regression.behaviour_diff(before, after, requests, now=now, top=args.top)
     finally:
@@ -177,10 +209,9 @@ def cmd_diff(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_apply(args: argparse.Namespace, settings: Settings) -> int:
+    directory = named_path(args.dir, "policy directory")  # a usage error before the key is asked
     workflow = _workflow(settings)
-    state = workflow.apply_directory(
-        _principal(args, workflow), project_path(args.dir), args.reason
-    )
+    state = workflow.apply_directory(_principal(args, workflow), directory, args.reason)
     _state(state, args.json)
     return 0
 
@@ -374,12 +405,12 @@ def add_policy_actions(actions: Any) -> None:
         "diff", help="replay intents on two versions; list every plan or top-results change"
     )
     diff.add_argument("--from", dest="from_", default="live", metavar="FROM",
-                      help="VERSION, live or staging (default live)")
+                      help="DIR, VERSION, live or staging (default live)")
     diff.add_argument("--to", default="staging", metavar="TO",
                       help="DIR, VERSION, staging or live (default staging)")
     diff.add_argument(
-        "--queries", default="policies/regression/queries.txt",
-        help="intents: .txt (one per line) or .yaml/.json (list of requests)",
+        "--queries",
+        help=f"intents: .txt (one per line) or .yaml/.json (list of requests) (default: {QUERIES})",
     )
     diff.add_argument("--now", help="evaluate both sides at this ISO time (default: now)")
     diff.add_argument("--top", type=int, default=10, help="compare this many top results (default 10)")

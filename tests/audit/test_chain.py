@@ -14,7 +14,7 @@ from control_plane.audit.sinks import JsonlSink
 from control_plane.audit.verify import verify_lines
 from control_plane.audit.writer import AuditBacklog
 from control_plane.cli import main
-from control_plane.cli_support import EXIT_AUDIT_BROKEN
+from control_plane.cli_support import EXIT_AUDIT_BROKEN, EXIT_AUDIT_INCOMPLETE, EXIT_FINDINGS, EXIT_OK
 from tests.audit.conftest import jsonl_recorder
 
 
@@ -96,6 +96,30 @@ def test_a_forged_record_with_its_own_hash_is_found(tmp_path: Path) -> None:
     path.write_text("".join(lines))
     broken = _verify(path).broken
     assert broken is not None and broken.problem == "relinked" and broken.line == 3
+
+
+def test_verify_reports_its_missing_files_as_findings_not_usage_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/cli.md's exception to "a path named on the command line that does not exist exits
+    2": verify's files are the evidence, and a missing one may be a deleted one."""
+    path = _write(tmp_path)
+    files = ["--sink", str(path), "--key-file", str(tmp_path / "audit.key"),
+             "--checkpoints", str(tmp_path / "checkpoints.jsonl")]
+    assert main(["audit", "verify", *files]) == EXIT_OK  # all there: every record vouched for
+    capsys.readouterr()
+    gone = str(tmp_path / "gone")
+    for option, status, line in (
+        ("--sink", EXIT_FINDINGS, f"govsearch: error: no audit log at {gone}\n"),
+        ("--key-file", EXIT_FINDINGS, f"govsearch: error: cannot read audit key file {gone}: "),
+        ("--checkpoints", EXIT_AUDIT_INCOMPLETE, ""),
+    ):
+        argv = [*files]
+        argv[argv.index(option) + 1] = gone
+        assert main(["audit", "verify", *argv]) == status, option
+        captured = capsys.readouterr()
+        assert captured.err.startswith(line) and len(captured.err.splitlines()) == (1 if line else 0)
+    assert f"no checkpoints at {gone}" in captured.out
 
 
 def test_cli_verify(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

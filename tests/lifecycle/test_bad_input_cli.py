@@ -5,6 +5,7 @@ of the table in docs/cli.md is reached by the command that documents it."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -143,6 +144,73 @@ def test_an_unreadable_configuration_file_is_a_usage_error_not_a_traceback(
     assert code == EXIT_USAGE and len(err.splitlines()) == 1
     assert err.startswith("govsearch: error: cannot read the configuration file")
     assert "Permission denied" in err
+
+
+def named_missing(missing: str) -> dict[str, list[str]]:
+    """Every command that takes a path, naming ``missing`` where the path goes."""
+    return {
+        "load-catalog --profile": ["load-catalog", "--profile", missing],
+        "load-catalog --file": ["load-catalog", "--file", missing],
+        "policy check": ["policy", "check", missing],
+        "policy test": ["policy", "test", missing],
+        "policy lint": ["policy", "lint", missing],
+        "policy apply": ["policy", "apply", missing],  # no key given: the path comes first
+        "policy publish": ["policy", "publish", missing, "--env", "staging"],
+        "search --policies": ["search", "chocolate", "--policies", missing],
+        "compile --policies": ["compile", "chocolate", "--policies", missing],
+        "policy diff --to": ["policy", "diff", "--to", missing],
+        "policy diff --from": ["policy", "diff", "--from", missing],
+        "policy diff --queries": ["policy", "diff", "--queries", missing],
+        "--config": ["--config", missing, "policy", "check"],
+    }
+
+
+def test_a_path_named_on_the_command_line_that_is_not_there_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One line naming it, before the engine is reached (nothing answers at the discard port:
+    a command that connected first would exit 6) or a key is asked for (apply would exit 4)."""
+    monkeypatch.setenv("GOVSEARCH_ENGINE_URL", "http://127.0.0.1:9")
+    monkeypatch.delenv("GOVSEARCH_API_KEY", raising=False)
+    missing = str(tmp_path / "missing")
+    for name, argv in named_missing(missing).items():
+        code, out, err = run(capsys, *argv)
+        assert code == EXIT_USAGE, (name, code, err)
+        assert err.startswith("govsearch: error: ") and len(err.splitlines()) == 1, (name, err)
+        assert f"not found: {missing}" in err and out == "", (name, err)
+
+
+def test_a_missing_profile_named_on_the_command_line_is_one_line_in_a_shell(tmp_path: Path) -> None:
+    """What a shell sees: status 2, one line, no traceback (docs/cli.md's exit-2 row)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "control_plane.cli", "load-catalog", "--profile", str(tmp_path / "p.yaml")],
+        capture_output=True, text=True, cwd=ROOT, check=False,
+        env={**os.environ, "GOVSEARCH_ENGINE_URL": "http://127.0.0.1:9"},
+    )
+    assert done.returncode == EXIT_USAGE, done.stderr
+    assert done.stderr == f"govsearch: error: catalog profile not found: {tmp_path / 'p.yaml'}\n"
+    assert done.stdout == ""
+
+
+def test_a_path_the_configuration_names_that_is_not_there_is_invalid_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same missing paths from the configuration file are its problem: exit 3, one line;
+    also before the engine is reached."""
+    monkeypatch.setenv("GOVSEARCH_ENGINE_URL", "http://127.0.0.1:9")
+    gone = tmp_path / "gone"
+    cases = {  # setting, command, what the line says
+        "catalog: {profile: %s/profile.yaml}": (["load-catalog"], "invalid catalog profile "),
+        "catalog: {file: %s/products.ndjson}": (["load-catalog"], "error: catalog file not found: "),
+        "policies: {dir: %s/policies}": (["policy", "check"], f"{gone}/policies:0:0: io_error: "),
+    }
+    for setting, (argv, expected) in cases.items():
+        config = tmp_path / "govsearch.yaml"
+        config.write_text(setting % gone + "\n", encoding="utf-8")
+        code, out, err = run(capsys, "--config", str(config), *argv)
+        assert code == EXIT_INVALID_INPUT, (setting, code, err)
+        assert len(err.splitlines()) == 1 and expected in err and str(gone) in err, (setting, err)
+        assert out == "", setting
 
 
 def test_a_catalog_file_that_cannot_be_read_is_invalid_input_not_a_traceback(
