@@ -122,8 +122,19 @@ def create_app(service: SearchService, *, clock: Clock) -> FastAPI:
         dependencies=search_key, route_class_override=SearchRoute,
     )
 
-    @app.post("/v1/compile", response_model=CompileResponse, tags=["search"], dependencies=search_key)
+    @app.post(
+        "/v1/compile", response_model=CompileResponse, tags=["search"], dependencies=search_key,
+        summary="Compile",
+    )
     async def compile_(body: SearchBody, request: Request) -> CompileResponse:
+        """Match, compose and render a search request without running it: the plan, the
+        strict tier's DSL and the explanation. Internal (margin weights, sponsored and hidden
+        ids, every conflict decision): it needs an API key with the author, approver or
+        auditor role, or admin (401 missing_api_key or invalid_api_key without a valid key,
+        403 explain_forbidden with another role), unless the server runs with
+        auth.open_internals (local development only). With auth.search_requires_key the key
+        needs the search role as well (403 forbidden_role); a request with now needs the
+        author, approver or auditor role (403 preview_forbidden), as on /v1/search."""
         served_catalog(service, body)
         if body.now is not None:
             await require_preview(request)

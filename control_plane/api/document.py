@@ -6,9 +6,11 @@ JSON error shape (:class:`control_plane.api.errors.ErrorResponse`).
   ``get_v1_policies_versions_version``), never from Python function names: renaming a
   handler does not break a generated client.
 - **Security**: a route whose dependencies name roles (:func:`control_plane.api.auth.require`)
-  requires ``Authorization: Bearer <key>`` (or ``X-Api-Key``); the search-side routes
-  (search, compile, agent, events) declare the key optional, since ``now``, ``explain`` and
-  ``/v1/compile`` need one and ``auth.search_requires_key`` may require it.
+  requires ``Authorization: Bearer <key>`` (or ``X-Api-Key``), and so does a route of
+  :data:`INTERNALS` (``/v1/compile``, whose handler asks for an internal role) unless
+  ``auth.open_internals`` opens it; the other search-side routes (search, agent, events)
+  declare the key optional, since ``now`` and ``explain`` need one, and required when
+  ``auth.search_requires_key`` is on.
 - **Errors**: 422 (and 400) where a request has parameters or a body, 413 where it has a
   body, 401 and 403 where a key is taken, 404 where the path names something, 409 on the
   workflow's writes, 429 on the agent, 503 wherever the engine is called; and what
@@ -43,6 +45,9 @@ KEY: list[dict[str, list[str]]] = [{BEARER: []}, {HEADER_KEY: []}]
 NO_ENGINE = {("GET", "/healthz"), ("GET", "/metrics")}
 #: routes whose body may name a catalog (400 ``catalog_not_served``)
 NAMES_A_CATALOG = {("POST", "/v1/search"), ("POST", "/v1/compile"), ("POST", "/v1/agent/query")}
+#: routes whose handler asks for a key itself, with an internal role
+#: (:func:`control_plane.api.auth.require_internals`), unless ``auth.open_internals``
+INTERNALS = {("POST", "/v1/compile")}
 #: what a route answers beyond what its shape says: a body naming what may not exist (404:
 #: a decision, a version), a body the workflow refuses as inconsistent (400: ``id_mismatch``,
 #: ``reason_required``, ``invalid_time``), a replay that cannot be made (409)
@@ -136,9 +141,11 @@ def build(app: FastAPI) -> dict[str, Any]:
         schemas.setdefault(name, definition)
     schemas["ErrorResponse"] = error_schema
     reference = {"$ref": "#/components/schemas/ErrorResponse"}
+    open_internals = app.state.service.settings.auth.open_internals
     for route in _api_routes(app):
-        key = _key(route)
         for method in route.methods:
+            internal = (method, route.path) in INTERNALS and not open_internals
+            key = "required" if internal else _key(route)
             operation = schema["paths"][route.path_format][method.lower()]
             if key == "required":
                 operation["security"] = KEY

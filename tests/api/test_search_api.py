@@ -219,6 +219,9 @@ def test_open_internals_opens_them_for_local_development(service: SearchService)
     opened = SearchService(settings, service.engine, service.profile)
     open_app = TestClient(create_app(opened, clock=FIXED_CLOCK))
     assert open_app.post("/v1/compile", json={"intent": "oranges"}).status_code == 200
+    # and its document says so: the key is optional there, as on search
+    security = open_app.app.openapi()["paths"]["/v1/compile"]["post"]["security"]  # type: ignore[attr-defined]
+    assert security[0] == {}
     explained = open_app.post("/v1/search", json={"intent": "oranges", "explain": True})
     assert explained.status_code == 200 and explained.json()["explanation"]["dsl"]
 
@@ -260,7 +263,11 @@ def test_the_openapi_document_declares_keys_errors_and_stable_ids(client: TestCl
     assert promote["security"] == [{"bearerKey": []}, {"apiKeyHeader": []}]
     assert {"401", "403", "409", "422", "503"} <= set(promote["responses"])
     assert operations["GET", "/v1/audit/decisions"]["security"] == promote["security"]
-    assert operations["POST", "/v1/compile"]["security"][0] == {}
+    assert operations["POST", "/v1/search"]["security"][0] == {}  # optional: now and explain need one
+    compile_ = operations["POST", "/v1/compile"]  # internal: required unless auth.open_internals
+    assert compile_["security"] == promote["security"]
+    assert "author, approver or auditor" in compile_["description"]
+    assert "auth.open_internals" in compile_["description"]
     assert "security" not in operations["GET", "/healthz"]
     assert set(operations["GET", "/healthz"]["responses"]) == {"200"}
     error = {"$ref": "#/components/schemas/ErrorResponse"}

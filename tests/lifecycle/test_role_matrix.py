@@ -178,12 +178,12 @@ def test_every_route_checks_its_roles(lifecycle: Lifecycle, callers: Callers, re
         for (method, path), access in sorted(ACCESS.items()):
             clauses = access.on if requires_key else access.off
             security = schema["paths"][path][method.lower()].get("security")
-            # the document marks no security only on open routes, and a required key only
-            # where one is needed ("optional" may still hide a key needed inside the handler)
-            if security is None:
-                assert clauses is OPEN, (method, path, security)
-            elif {} not in security:
-                assert clauses is not OPEN, (method, path, security)
+            # the document says what the route does: no key or an optional one ({}) exactly
+            # on the open routes, a required key wherever one is needed (in the handler too)
+            if clauses is OPEN:
+                assert security is None or {} in security, (method, path, security)
+            else:
+                assert security is not None and {} not in security, (method, path, security)
             refused = [name for name in callers.headers
                        if (name in ("none", "malformed", "revoked") and clauses is not OPEN)
                        or (name in ROLE_CALLERS and not passes(clauses, ROLE_CALLERS[name]))]
