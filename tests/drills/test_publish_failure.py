@@ -33,6 +33,7 @@ from control_plane.service import SearchRequest
 from tests.agent.test_agent_endpoint import filter_names
 from tests.clocks import FIXED_CLOCK, FIXED_NOW
 from tests.e2e.conftest import ready, settings  # noqa: F401
+from tests.engines import DelegatingEngine
 from tests.lifecycle.conftest import isolated_settings
 
 pytestmark = pytest.mark.drill
@@ -50,14 +51,12 @@ REJECTED = {
 }
 
 
-class RefusingBulk(Engine):
+class RefusingBulk(DelegatingEngine):
     """The real engine, except that its ``fail_at``-th ``_bulk`` request (and, for
     ``whole``, every retry of it) is refused the way the engine refuses under load."""
 
     def __init__(self, real: Engine, shape: str, fail_at: int = FAIL_AT) -> None:
-        super().__init__(real.url, real.timeout_s)
-        self.kind = real.kind
-        self.real = real
+        super().__init__(real)
         self.shape = shape
         self.fail_at = fail_at
         self.bulks = 0
@@ -75,7 +74,7 @@ class RefusingBulk(Engine):
             self.bulks += 1
             if self.bulks >= self.fail_at and (self.shape == "whole" or self.bulks == self.fail_at):
                 return self._refuse(method, path, body, params, timeout_s)
-        return self.real.request(method, path, body, params, timeout_s)
+        return super().request(method, path, body, params, timeout_s)
 
     def _refuse(
         self, method: str, path: str, body: str, params: Mapping[str, Any] | None, timeout_s: float | None
@@ -94,9 +93,6 @@ class RefusingBulk(Engine):
         result["errors"] = True
         result["items"].append({"index": {**target, "status": 429, "error": REJECTED}})
         return result
-
-    def close(self) -> None:
-        pass
 
 
 def with_extra_policy(tmp_path: Path, name: str, phrase: str) -> Path:

@@ -26,6 +26,7 @@ from control_plane.percolation_guess import LEARNER_THREAD
 from control_plane.service import PURCHASES_INDEX, Catalog, SearchRequest, SearchService
 from tests.clocks import FIXED_NOW
 from tests.e2e.conftest import ready, settings  # noqa: F401
+from tests.engines import DelegatingEngine
 
 QUERIES = Path(__file__).resolve().parents[2] / "policies" / "regression" / "queries.txt"
 CHRISTMAS = datetime(2026, 12, 1, 12, tzinfo=UTC)
@@ -35,15 +36,13 @@ LATER = datetime(2026, 11, 29, 12, tzinfo=UTC)
 purchase of 27 November: her boosts re-age to other values than at FIXED_NOW"""
 
 
-class Recording(Engine):
+class Recording(DelegatingEngine):
     """The real engine, every request it is sent noted (method, path, body): in ``sent``,
     those of the searches; in ``learned``, those the guesses' learner sends from its own
     thread, off every search's path (ADR 0049)."""
 
     def __init__(self, real: Engine) -> None:
-        super().__init__(real.url, real.timeout_s)
-        self.kind = real.kind
-        self.real = real
+        super().__init__(real)
         self.sent: list[tuple[str, str, Any]] = []
         self.learned: list[tuple[str, str, Any]] = []
 
@@ -57,10 +56,7 @@ class Recording(Engine):
     ) -> Any:
         learning = threading.current_thread().name == LEARNER_THREAD
         (self.learned if learning else self.sent).append((method, path, body))
-        return self.real.request(method, path, body, params, timeout_s)
-
-    def close(self) -> None:
-        pass
+        return super().request(method, path, body, params, timeout_s)
 
 
 def _service(
