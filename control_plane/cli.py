@@ -95,7 +95,7 @@ def cmd_engine_stop(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_load_catalog(args: argparse.Namespace, settings: Settings) -> int:
     from control_plane.bootstrap import resolve
     from control_plane.catalog.profile import load_profile
-    from control_plane.catalog_loader import CatalogLoadError, load_catalog
+    from control_plane.catalog_loader import load_catalog
 
     # named here: missing is a usage error (2); configured: the configuration's problem (3)
     profile_path = (
@@ -108,10 +108,7 @@ def cmd_load_catalog(args: argparse.Namespace, settings: Settings) -> int:
         raise CliError(
             f"catalog file not found: {file} (catalog.file of the configuration)", EXIT_INVALID_INPUT
         )
-    try:
-        report = load_catalog(connect_engine(settings), profile, file)
-    except CatalogLoadError as error:
-        raise CliError(str(error), EXIT_INVALID_INPUT) from error
+    report = load_catalog(connect_engine(settings), profile, file)  # bad lines: CatalogLoadError, 3
     print(
         f"{report.documents} products in {report.index} ({'reused' if report.reused else 'new'}),"
         f" alias {report.alias} moved; price statistics for {report.categories} categories"
@@ -433,6 +430,7 @@ def _failure(error: Exception) -> int | None:
     """Print a known failure on stderr and return its exit status; None for anything else."""
     import yaml
 
+    from control_plane.catalog_loader import CatalogLoadError
     from control_plane.errors import PolicyLoadError
     from control_plane.lifecycle.suite import SuiteLoadError
     from control_plane.lifecycle.workflow import Refused
@@ -440,6 +438,9 @@ def _failure(error: Exception) -> int | None:
     if isinstance(error, CliError):
         print(f"govsearch: error: {error}", file=sys.stderr)
         return error.exit_code
+    if isinstance(error, CatalogLoadError):  # load-catalog's and demo's catalog file
+        print(f"govsearch: error: {error}", file=sys.stderr)
+        return EXIT_INVALID_INPUT
     if isinstance(error, PolicyLoadError | SuiteLoadError):
         return report_load_errors(error)
     if isinstance(error, Refused):

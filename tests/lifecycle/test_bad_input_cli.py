@@ -225,6 +225,21 @@ def test_a_catalog_file_that_cannot_be_read_is_invalid_input_not_a_traceback(
     assert out == ""
 
 
+def test_demo_with_a_configured_catalog_file_that_is_not_there_is_invalid_input(
+    engine_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``demo`` reads the configured catalog before it serves anything: exit 3, not a
+    traceback (the engine answers, so demo starts none)."""
+    monkeypatch.setenv("GOVSEARCH_ENGINE_URL", engine_url)
+    config = tmp_path / "govsearch.yaml"
+    config.write_text(f"catalog: {{file: {tmp_path}/gone.ndjson}}\n", encoding="utf-8")
+    code, out, err = run(capsys, "--config", str(config), "demo", "--port", "9")
+    assert code == EXIT_INVALID_INPUT, err
+    assert err.startswith("govsearch: error: ")
+    assert f"{tmp_path}/gone.ndjson: cannot read the catalog file" in err
+    assert "Traceback" not in err and "API on" not in out
+
+
 def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as raised:
         run(capsys, "policy", "no-such-action")
