@@ -11,9 +11,7 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from control_plane import policy_store
+from control_plane import policy_store, yaml_aliases
 from control_plane.catalog.profile import CatalogProfile, load_profile
 from control_plane.catalog_loader import LoadReport, load_catalog, load_purchases
 from control_plane.config import Settings, project_path
@@ -74,7 +72,7 @@ def directory_service(engine: Engine, settings: Settings, directory: str | Path)
 
 
 def read_personas(path: Path) -> list[dict[str, Any]]:
-    document = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    document = yaml_aliases.safe_load(path.read_text(encoding="utf-8")) or {}
     rows: list[dict[str, Any]] = []
     personas = document.get("personas", document) if isinstance(document, dict) else document
     for persona in personas:

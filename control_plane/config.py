@@ -10,8 +10,9 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, PrivateAttr
+
+from control_plane import yaml_aliases
 
 EngineKind = Literal["auto", "opensearch", "elasticsearch"]
 
@@ -310,7 +311,7 @@ def load_settings(
         except OSError as error:  # (not UTF-8 is a ValueError: invalid input, as bad YAML)
             reason = error.strerror or error
             raise UnreadableConfigError(f"cannot read the configuration file {file}: {reason}") from error
-        loaded = yaml.safe_load(text) or {}
+        loaded = yaml_aliases.safe_load(text) or {}
         if not isinstance(loaded, dict):
             raise ValueError(f"{file}: the configuration must be a mapping")
         data = loaded

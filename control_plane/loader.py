@@ -37,6 +37,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
+from control_plane import yaml_aliases
 from control_plane.errors import ERROR_CODES, PolicyError, PolicyLoadError
 from control_plane.policy import (
     BoostRule,
@@ -493,17 +494,14 @@ class YamlReading:
         text = self.text(path, file)
         if text is None:
             return
-        parsed = _parse_fast(text)
+        parsed = _parse_fast(text, file)
         if parsed is None:
             yield from self._documents_slowly(text, file)
             return
-        for node, data, problem in parsed:
-            self.errors += _duplicate_keys(node, file)
-            source = Source(file, node)
-            if problem is not None:
-                self.errors.append(source.at((), "yaml_syntax", problem))
-                continue
-            yield source, data
+        for document in parsed:
+            self.errors += document.errors
+            if document.built:
+                yield Source(file, document.node), document.data
 
     def text(self, path: Path, file: str) -> str | None:
         """The file as text, or None with a located error: bytes that are not UTF-8 or a
@@ -547,6 +545,11 @@ class YamlReading:
                 node = loader.get_node()
                 if node is None:
                     continue
+                try:
+                    yaml_aliases.measure(node)
+                except yaml_aliases.AliasError as exc:  # nothing of it is walked
+                    self.errors.append(_marked(exc, "yaml_aliases", file))
+                    continue
                 self.errors += _duplicate_keys(node, file)
                 source = Source(file, node)
                 try:
@@ -556,15 +559,7 @@ class YamlReading:
                     continue
                 yield source, data
         except yaml.MarkedYAMLError as exc:
-            mark = exc.problem_mark or exc.context_mark
-            message = " ".join(str(m) for m in (exc.context, exc.problem) if m)
-            self.errors.append(PolicyError(
-                code="yaml_syntax",
-                message=message or "invalid YAML",
-                file=file,
-                line=mark.line + 1 if mark else 0,
-                column=mark.column + 1 if mark else 0,
-            ))
+            self.errors.append(_marked(exc, "yaml_syntax", file))
         except (yaml.YAMLError, RecursionError) as exc:
             self.errors.append(PolicyError(
                 code="yaml_syntax", message=_unmarked(exc), file=file, line=1, column=1
@@ -626,10 +621,25 @@ _NON_PRINTABLE = re.compile(
 _FAST_LOADER: type[Any] | None = getattr(yaml, "CSafeLoader", None)
 
 
-def _parse_fast(text: str) -> list[tuple[yaml.Node, Any, str | None]] | None:
-    """Every document of ``text`` as (node, data, construction problem), parsed by libyaml;
-    None when libyaml is missing or refuses the text (the caller then reads it with the
-    pure-Python loader, which locates the problem as PyYAML always has)."""
+@dataclass(frozen=True)
+class _Parsed:
+    """One document as libyaml parsed it: its node, its data when it could be built, and
+    the problems found in it (repeated keys, an alias blow-up, a value that cannot be built)."""
+
+    node: yaml.Node
+    data: Any
+    built: bool
+    errors: list[PolicyError]
+
+
+def _parse_fast(text: str, file: str) -> list[_Parsed] | None:
+    """Every document of ``text`` (from ``file``), parsed by libyaml; None when libyaml is
+    missing or refuses the text (the caller then reads it with the pure-Python loader, which
+    locates the problem as PyYAML always has).
+
+    Each document is measured (:mod:`control_plane.yaml_aliases`) before anything walks it,
+    and its keys are checked before it is built: building a merge key (``<<``) adds the
+    merged pairs to the node itself, which the duplicate-key check would then report."""
     if _FAST_LOADER is None:
         return None
     loader = _FAST_LOADER(text)
@@ -639,12 +649,19 @@ def _parse_fast(text: str) -> list[tuple[yaml.Node, Any, str | None]] | None:
             node = loader.get_node()
             if node is not None:
                 nodes.append(node)
-        parsed: list[tuple[yaml.Node, Any, str | None]] = []
+        parsed: list[_Parsed] = []
         for node in nodes:
             try:
-                parsed.append((node, _construct(loader, node), None))
+                yaml_aliases.measure(node)
+            except yaml_aliases.AliasError as exc:  # nothing of it is walked
+                parsed.append(_Parsed(node, None, False, [_marked(exc, "yaml_aliases", file)]))
+                continue
+            errors = list(_duplicate_keys(node, file))
+            try:
+                parsed.append(_Parsed(node, _construct(loader, node), True, errors))
             except (ValueError, TypeError) as exc:  # e.g. a date like 2026-02-30
-                parsed.append((node, None, str(exc)))
+                errors.append(Source(file, node).at((), "yaml_syntax", str(exc)))
+                parsed.append(_Parsed(node, None, False, errors))
         return parsed
     except Exception:  # whatever libyaml trips on, PyYAML reads again and reports
         return None
@@ -679,6 +696,19 @@ def _line_column(text: str, position: int) -> tuple[int, int]:
     """1-based line and column of the character at ``position`` in ``text``."""
     line_start = text.rfind("\n", 0, position) + 1
     return text.count("\n", 0, position) + 1, position - line_start + 1
+
+
+def _marked(exc: yaml.MarkedYAMLError, code: str, file: str) -> PolicyError:
+    """``exc`` located at its problem mark (else its context's)."""
+    mark = exc.problem_mark or exc.context_mark
+    message = " ".join(str(m) for m in (exc.context, exc.problem) if m)
+    return PolicyError(
+        code=code,
+        message=message or "invalid YAML",
+        file=file,
+        line=mark.line + 1 if mark else 0,
+        column=mark.column + 1 if mark else 0,
+    )
 
 
 def _unmarked(exc: BaseException) -> str:
@@ -778,7 +808,13 @@ def _resolved(node: yaml.Node, loc: Loc) -> Loc:
     return loc[: sum(1 for _ in _walk(node, loc))]
 
 
-def _duplicate_keys(node: yaml.Node, file: str) -> Iterator[PolicyError]:
+def _duplicate_keys(node: yaml.Node, file: str, walked: set[int] | None = None) -> Iterator[PolicyError]:
+    """The repeated keys of every mapping under ``node``; a node that aliases share is
+    looked at once."""
+    walked = set() if walked is None else walked
+    if id(node) in walked:
+        return
+    walked.add(id(node))
     if isinstance(node, yaml.MappingNode):
         seen: set[str] = set()
         for key, value in node.value:
@@ -792,10 +828,10 @@ def _duplicate_keys(node: yaml.Node, file: str) -> Iterator[PolicyError]:
                         column=key.start_mark.column + 1,
                     )
                 seen.add(key.value)
-            yield from _duplicate_keys(value, file)
+            yield from _duplicate_keys(value, file, walked)
     elif isinstance(node, yaml.SequenceNode):
         for item in node.value:
-            yield from _duplicate_keys(item, file)
+            yield from _duplicate_keys(item, file, walked)
 
 
 # --- writing YAML ---------------------------------------------------------------------

@@ -11,9 +11,9 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from control_plane import yaml_aliases
 from control_plane.catalog.product import Language
 
 
@@ -66,5 +66,5 @@ class Personas(_Frozen):
 
 
 def load_personas(path: Path | str) -> Personas:
-    raw: Any = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    raw: Any = yaml_aliases.safe_load(Path(path).read_text(encoding="utf-8"))
     return Personas.model_validate(raw)

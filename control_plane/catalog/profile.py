@@ -20,6 +20,7 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from control_plane import yaml_aliases
 from control_plane.catalog.analysis import (
     SHARED_ANALYZER,
     Language,
@@ -246,7 +247,7 @@ def load_profile(path: Path | str, *, check: bool = True) -> CatalogProfile:
     """Read and validate a profile; with ``check``, also check it against its mapping."""
     path = Path(path)
     try:
-        raw: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw: Any = yaml_aliases.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
         raise CatalogProfileError(str(path), [str(exc)]) from exc
     if not isinstance(raw, dict):

@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from control_plane import yaml_aliases
 from control_plane.catalog.markets import COUNTRY_MARKETS
 from control_plane.catalog.product import Language
 from control_plane.catalog.tags import ALLERGENS
@@ -96,7 +96,7 @@ def parse_supplement(items: list[dict[str, Any]]) -> list[DemoItem]:
 
 def load_supplement(path: Path) -> list[dict[str, Any]]:
     """The raw entries of a supplement file (``products:`` list)."""
-    raw: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
+    raw: Any = yaml_aliases.safe_load(path.read_text(encoding="utf-8"))
     if not isinstance(raw, dict) or not isinstance(raw.get("products"), list):
         raise SupplementError([f"{path}: expected a mapping with a 'products' list"])
     products: list[dict[str, Any]] = raw["products"]

@@ -25,6 +25,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from control_plane import yaml_aliases
 from control_plane.catalog.text import fold
 
 ClassificationSource = Literal["tags", "tags+rule", "rule", "other"]
@@ -180,7 +181,7 @@ class Taxonomy:
 def load_taxonomy(path: Path) -> Taxonomy:
     """Read, validate and compile a category rules file; all problems in one error."""
     try:
-        raw: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw: Any = yaml_aliases.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
         raise CategoryRulesError(str(path), [str(exc)]) from exc
     try:

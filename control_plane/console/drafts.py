@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from control_plane import yaml_aliases
 from control_plane.errors import PolicyError
 from control_plane.lifecycle.suite import SuiteLoadError, load_suite
 from control_plane.loader import YamlReading
@@ -52,7 +53,7 @@ def read_policy(text: str) -> ReadDraft:
             message=f"write exactly one policy mapping here (found {len(policies)})",
             file=DRAFT_FILE, line=1, column=1,
         )])
-    return ReadDraft(_plain(yaml.safe_load(text)))
+    return ReadDraft(_plain(yaml_aliases.safe_load(text)))
 
 
 def read_tests(name: str, text: str) -> ReadTests:
@@ -73,7 +74,7 @@ def read_tests(name: str, text: str) -> ReadTests:
             load_suite(root)
         except SuiteLoadError as error:
             return ReadTests([], error.errors)
-    data = yaml.safe_load(text)
+    data = yaml_aliases.safe_load(text)
     if data is None:
         return ReadTests([])
     if isinstance(data, dict):  # {now: ..., cases: [...]}: the file's now on each case without one

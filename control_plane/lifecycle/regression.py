@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from control_plane import yaml_aliases
 from control_plane.audit.replay import diff
 from control_plane.service import Outcome, SearchRequest, SearchService
 
@@ -86,7 +87,7 @@ def _structured_queries(path: Path, text: str) -> list[SearchRequest]:
 def _parse(path: Path, text: str) -> tuple[Any, list[int]]:
     """The document, and the 1-based line of each top-level list item (when known)."""
     try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        data = json.loads(text) if path.suffix == ".json" else yaml_aliases.safe_load(text)
     except json.JSONDecodeError as error:
         raise QueryFileError(f"{path}:{error.lineno}: invalid JSON: {error.msg}") from error
     except yaml.YAMLError as error:
@@ -94,7 +95,7 @@ def _parse(path: Path, text: str) -> tuple[Any, list[int]]:
         line = mark.line + 1 if mark is not None else 1
         raise QueryFileError(f"{path}:{line}: invalid YAML: {error}") from error
     try:
-        node = yaml.compose(text)
+        node = yaml_aliases.compose(text)
     except yaml.YAMLError:
         return data, []
     if not isinstance(node, yaml.SequenceNode):

@@ -80,6 +80,26 @@ def test_a_test_file_with_an_error_comes_back_at_its_line(lifecycle: Lifecycle) 
     assert not lifecycle.workflow.history(action="tests")
 
 
+def test_a_draft_or_test_file_of_laughs_is_refused_at_its_anchor(lifecycle: Lifecycle) -> None:
+    """An author's 700 bytes whose aliases stand for 9**10 strings: the loader's located
+    ``yaml_aliases`` error, at once, nothing staged (before, the worker built them all and
+    ran the machine out of memory)."""
+    from tests.hostile.test_yaml_aliases import laughs
+
+    client, token = signed(lifecycle, "dan")
+    bomb = laughs(10)
+    checked = client.post("/console/author/check", data={"policy_yaml": bomb, "csrf": token})
+    assert [(e["line"], e["code"]) for e in checked.json()["errors"]] == [(10, "yaml_aliases")]
+    page = client.post("/console/author", data={"policy_yaml": bomb, "csrf": token})
+    assert page.status_code == 422 and "yaml_aliases" in page.text
+    cases = bomb.split("\nid:")[0] + "\ncases: [{name: c, intent: x, expect: {matched: *l9}}]\n"
+    tests = client.post("/console/tests", data={"file": "grocery/tests/c.yaml", "tests_yaml": cases,
+                                                "csrf": token})
+    assert tests.status_code == 422 and "yaml_aliases" in tests.text
+    assert not lifecycle.workflow.history(action="draft")
+    assert not lifecycle.workflow.history(action="tests")
+
+
 def test_preview_without_javascript(lifecycle: Lifecycle) -> None:
     client, token = signed(lifecycle, "dan")
     saved = client.post("/console/author", data={"policy_yaml": DRAFT, "csrf": token}, follow_redirects=False)

@@ -388,6 +388,30 @@ def test_syntax_errors_read_the_same_with_or_without_libyaml(
     assert "syntax/bad_yaml.yaml:4:39: yaml_syntax: " in "\n".join(with_libyaml)
 
 
+@pytest.mark.parametrize("libyaml", [True, False], ids=["libyaml", "pyyaml"])
+def test_a_merge_key_overridden_is_no_duplicate_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, libyaml: bool
+) -> None:
+    """Building ``<<`` adds the merged pairs to the node itself: libyaml's documents were
+    built before their keys were checked, so every key a merge overrode was reported as a
+    duplicate. A key really written twice still is."""
+    import control_plane.loader as loader
+
+    if not libyaml:
+        monkeypatch.setattr(loader, "_FAST_LOADER", None)
+    target = skeleton(tmp_path)
+    (target / "merged.yaml").write_text(
+        "- &base {id: base, title: t, owner: o, priority: 10, trigger: {phrase: [base]},"
+        " rules: [{category: {values: [Chocolate]}}]}\n"
+        "- <<: *base\n  id: merged\n  trigger: {phrase: [merged]}\n"
+    )
+    assert {p.id: p.priority for p in load_policy_set(target).policies} == {"base": 10, "merged": 10}
+    (target / "merged.yaml").write_text(
+        (target / "merged.yaml").read_text() + "  id: twice\n"
+    )
+    assert [(e.line, e.column, e.code) for e in load_errors(target)] == [(5, 3, "duplicate_key")]
+
+
 def test_libyaml_and_pyyaml_locate_every_node_alike() -> None:
     """The C loader's node marks are the pure-Python loader's, so every located error and
     every policy location is the same whichever parses."""
@@ -395,11 +419,11 @@ def test_libyaml_and_pyyaml_locate_every_node_alike() -> None:
 
     for path in sorted(POLICIES.rglob("*.yaml")):
         text = path.read_text(encoding="utf-8")
-        fast = _parse_fast(text)
+        fast = _parse_fast(text, path.name)
         assert fast is not None, path
         slow = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
-        assert [_marks(node) for node, _, _ in fast] == [_marks(node) for node in slow], path
-        assert [data for _, data, _ in fast] == list(yaml.safe_load_all(text)), path
+        assert [_marks(parsed.node) for parsed in fast] == [_marks(node) for node in slow], path
+        assert [parsed.data for parsed in fast] == list(yaml.safe_load_all(text)), path
 
 
 def _marks(node: Any) -> list[tuple[int, int]]:
@@ -496,6 +520,7 @@ RULE = "rules:\n  - category: {values: [Chocolates]}\n"
 ONE_ERROR_EACH = {
     "yaml_syntax": HEAD + "trigger: {any: [x]\n" + RULE,
     "bad_character": HEAD + "trigger: {any: [x\x07]}\n" + RULE,
+    "yaml_aliases": HEAD + "trigger: &t {any: [x, *t]}\n" + RULE,
     "duplicate_key": HEAD + "owner: o2\ntrigger: {any: [x]}\n" + RULE,
     "invalid_document": "- just a string\n",
     "unknown_field": HEAD + "colour: blue\ntrigger: {any: [x]}\n" + RULE,
@@ -570,15 +595,15 @@ def test_union_errors_become_one_error(tmp_path: Path) -> None:
 def test_the_fast_constructor_builds_what_safe_load_builds(text: str) -> None:
     from control_plane.loader import _parse_fast
 
-    parsed = _parse_fast(text)
+    parsed = _parse_fast(text, "x.yaml")
     assert parsed is not None
-    assert [data for _, data, _ in parsed] == list(yaml.safe_load_all(text))
+    assert [document.data for document in parsed] == list(yaml.safe_load_all(text))
 
 
 @pytest.mark.parametrize("text", ["? [1, 2]\n: v\n", "x: !custom 1\n", "a: [1\n"])
 def test_what_libyaml_or_the_constructor_refuses_is_left_to_pyyaml(text: str) -> None:
     from control_plane.loader import _parse_fast
 
-    assert _parse_fast(text) is None
+    assert _parse_fast(text, "x.yaml") is None
     with pytest.raises(yaml.YAMLError):
         list(yaml.safe_load_all(text))
