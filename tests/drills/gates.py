@@ -50,9 +50,11 @@ class Held:
         return [a["add"]["index"] for a in actions if "add" in a]
 
     def expects(self) -> list[str]:
-        """The indices an ``_aliases`` call requires its alias on (``must_exist``)."""
+        """What an ``_aliases`` call moves its alias from: the index it names in a
+        ``remove`` (not ``*``), or the placeholder a first move consumes (``remove_index``)."""
         actions = self.body.get("actions", []) if isinstance(self.body, Mapping) else []
-        return [a["remove"]["index"] for a in actions if a.get("remove", {}).get("must_exist")]
+        named = [a["remove"]["index"] for a in actions if a.get("remove", {}).get("index", "*") != "*"]
+        return named + [a["remove_index"]["index"] for a in actions if "remove_index" in a]
 
     def open(self) -> None:
         self.opened.set()

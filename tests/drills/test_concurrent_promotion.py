@@ -3,6 +3,12 @@ engine. Every trial must end with exactly one index under live, the loser answer
 ``concurrent_change`` naming the version that won, no history event for the loser, and the
 history's newest live event naming the version actually served.
 
+The promotion racing a rollback or the kill switch is forced, not hoped for: the API's
+workflow runs on the real engine wrapped with a gate (tests/drills/gates.py) that holds both
+live alias moves until both calls have read live and checked against it, then lets one
+through first, the promotion in even trials and the other move in odd ones. The one let
+through first must win and the other must lose the compare-and-swap.
+
 Figures: ``bench/results/drills/concurrent-promotion.json`` and
 ``promote-vs-rollback-disable.json`` (``make drills``)."""
 
@@ -24,6 +30,7 @@ from control_plane.lifecycle.suite import load_suite
 from control_plane.lifecycle.workflow import LIVE_MOVES
 from control_plane.loader import build_policy_set, load_policy_set
 from control_plane.policy import Policy
+from tests.drills.gates import GatedEngine, alias_move, gated_api, send
 from tests.drills.results import record
 from tests.e2e.conftest import ready, service, settings  # noqa: F401
 from tests.lifecycle.conftest import Lifecycle, lifecycle  # noqa: F401
@@ -31,7 +38,7 @@ from tests.lifecycle.conftest import Lifecycle, lifecycle  # noqa: F401
 pytestmark = pytest.mark.drill
 
 TRIALS = 20
-MIXED_TRIALS = 5
+MIXED_TRIALS = 4
 
 
 @dataclass(frozen=True)
@@ -158,6 +165,37 @@ def test_concurrent_promotions(lifecycle: Lifecycle, tmp_path: Path) -> None:  #
     })
 
 
+def forced(
+    lc: Lifecycle,
+    gated: GatedEngine,
+    calls: list[tuple[str, str, str, dict[str, Any]]],
+    promoted: str,
+    promotion_first: bool,
+) -> list[Answer]:
+    """Send a promotion of ``promoted`` (``calls[0]``) and another live move (``calls[1]``)
+    at once, and make them race for certain: each is held at its live alias move until both
+    have read live and checked against it; then the promotion's move goes through first (or
+    the other's), then the other. The answers, in ``calls`` order."""
+    prefix = lc.settings.policies.index_prefix
+    live = lc.workflow.environment("live").index
+    gate = gated.gate(alias_move(prefix, "live"), limit=2)
+    sent = [send(lc, "POST", path, who, json=body) for who, _, path, body in calls]
+    held = gate.reached()
+    # the race happened: both calls read the same live index and are about to move it
+    assert [h.expects() for h in held] == [[live], [live]], [h.body for h in held]
+    promotion = [h for h in held if h.adds() == [policy_store.index_name(prefix, promoted)]]
+    assert len(promotion) == 1, [h.body for h in held]
+    other = next(h for h in held if h is not promotion[0])
+    before, after = (promotion[0], other) if promotion_first else (other, promotion[0])
+    before.through()
+    after.open()
+    responses = [future.result(timeout=120) for future in sent]
+    return [
+        Answer(who, what, response.status_code, response.json())
+        for (who, what, _, _), response in zip(calls, responses, strict=True)
+    ]
+
+
 def test_promotion_racing_rollback_and_kill_switch(lifecycle: Lifecycle, tmp_path: Path) -> None:  # noqa: F811
     lc = lifecycle
     original = lc.workflow.environment("live").version
@@ -173,13 +211,19 @@ def test_promotion_racing_rollback_and_kill_switch(lifecycle: Lifecycle, tmp_pat
             ("bob", "disable", f"/v1/policies/live/policies/{only_in_first}/disable", {"reason": "drill"}),
         ],
     }
+    gated, _ = gated_api(lc)
     figures: dict[str, Any] = {}
     for name, calls in races.items():
         trials = []
-        for _ in range(MIXED_TRIALS):
+        for trial in range(MIXED_TRIALS):
             reset_live(lc, first)
             moves_before = len(lc.workflow.history(env="live", action=LIVE_MOVES))
-            trials.append(check_trial(lc, at_once(lc, calls()), moves_before))
+            promotion_first = trial % 2 == 0
+            answers = forced(lc, gated, calls(), second, promotion_first)
+            figures_of_trial = check_trial(lc, answers, moves_before)
+            # the move let through first won; the other lost the compare-and-swap
+            assert [a.status for a in answers] == ([200, 409] if promotion_first else [409, 200]), answers
+            trials.append(figures_of_trial)
         figures[name] = {
             "trials": MIXED_TRIALS,
             "one_index_under_live": sum(t["live_indices"] == 1 for t in trials),
@@ -189,7 +233,8 @@ def test_promotion_racing_rollback_and_kill_switch(lifecycle: Lifecycle, tmp_pat
     record("promote-vs-rollback-disable", {
         "drill": "a promotion racing a rollback, and one racing the kill switch (HTTP API, real engine)",
         "command": "make drills (pytest -m drill tests/drills/test_concurrent_promotion.py)",
-        "note": "both moves may succeed one after the other when one finishes before the other reads live;"
-        " every failure must be 409 concurrent_change",
+        "note": "the race is forced: a gate around the real engine holds both live alias moves until both"
+        " calls read live, then lets one through first (the promotion in even trials, the other move in odd"
+        " ones); the first wins, the other is 409 concurrent_change",
         **figures,
     })
