@@ -349,7 +349,17 @@ class Workflow:
     ) -> list[linting.Finding]:
         """Lint a version with its suite, windows seen from ``now`` (default: the clock)."""
         version = self.resolve_version(version)
-        suite = self._suite(self._suite_sha(version))
+        return self._lint(version, self._suite(self._suite_sha(version)), now=now, horizon=horizon)
+
+    def _lint(
+        self,
+        version: str,
+        suite: Suite | None,
+        *,
+        now: datetime | None = None,
+        horizon: timedelta = linting.DEFAULT_HORIZON,
+    ) -> list[linting.Finding]:
+        """Lint a version with the suite the caller read."""
         return linting.lint(
             self.policy_set(version),
             mapping_fields=self.catalog_fields(),
@@ -362,10 +372,12 @@ class Workflow:
 
     def approve(self, principal: Principal, version: str | None, comment: str | None) -> VersionState:
         """Approve a version with its current suite: changing its tests later needs a new
-        approval."""
+        approval. The approval is for the suite its checks read, read once before them: a
+        test edit landing while they run does not inherit it."""
         with self._refusals(principal, "approve", version) as subject:
             self._require(principal, "approve", "approver")
             version = subject["version"] = self.resolve_version(version)
+            suite_sha = self._suite_sha(version)
             changes = self.changes_since_live(version)
             own = [c for c in changes if c.actor == principal.name]
             if own:
@@ -378,10 +390,10 @@ class Workflow:
                     403,
                     details=[c.as_json() for c in own],
                 )
-            self._refuse_lint_errors(version)
+            self._refuse_lint_errors(version, self._suite(suite_sha))
         self.store.record(self.store.new_event(
             principal.name, "approve", self.clock(), version=version, reason=comment,
-            suite_sha256=self._suite_sha(version),
+            suite_sha256=suite_sha,
         ))
         return self.version_state(version)
 
@@ -414,7 +426,7 @@ class Workflow:
                     f"version {version[:12]} with its current tests has no approval by a principal"
                     f" other than its authors ({', '.join(sorted(authors)) or 'none'})",
                 )
-            self._refuse_lint_errors(version)
+            self._refuse_lint_errors(version, self._suite(suite_sha))
         self._move_live(principal.name, "promote", version, reason, live, suite_sha=suite_sha)
         return self.version_state(version)
 
@@ -572,8 +584,9 @@ class Workflow:
             )
         return suite_sha
 
-    def _refuse_lint_errors(self, version: str) -> None:
-        errors = [f for f in self.lint(version) if f.severity == "error"]
+    def _refuse_lint_errors(self, version: str, suite: Suite | None) -> None:
+        """``suite``: the one the call's other checks read."""
+        errors = [f for f in self._lint(version, suite) if f.severity == "error"]
         if errors:
             raise Refused(
                 "lint_errors",
