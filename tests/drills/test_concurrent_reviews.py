@@ -81,10 +81,11 @@ def test_two_approvers_approving_one_version_at_once(lifecycle: Lifecycle) -> No
     run_tests(lc, version)
     suite = state(lc, version)["suite_sha256"]
     gated, wf = gated_api(lc)
-    gate = gated.gate(history_write(wf, action="approve", version=version, outcome="done"), limit=2)
+    # every approval of the version is held (alice's too, should she get that far)
+    gate = gated.gate(history_write(wf, action="approve", version=version, outcome="done"), limit=3)
     sent = {who: send(lc, "POST", f"/v1/policies/versions/{version}/approve", who, json={"comment": who})
             for who in ("bob", "root", "alice")}
-    gate.reached()  # both approvers checked, and neither approval is written yet
+    gate.reached(2)  # both approvers checked, and neither approval is written yet
     assert state(lc, version)["approvals"] == []
     gate.open_all()
     answers = {who: future.result(timeout=120) for who, future in sent.items()}
