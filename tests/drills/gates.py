@@ -177,10 +177,16 @@ def history_write(workflow: Workflow, **fields: Any) -> Picks:
     return picks
 
 
-def mapping_read(method: str, path: str, body: Any) -> bool:
-    """The read of an index's mapping: in an approval, lint's read of the catalog's, after
-    the checks read the version's suite and before the approval is recorded."""
-    return method == "GET" and path.endswith("/_mapping")
+def catalog_mapping_read(workflow: Workflow) -> Picks:
+    """The read of the catalog index's mapping: in an approval, lint's, after the checks
+    resolved the version and read its suite, before the approval is recorded."""
+    (catalog,) = workflow.engine.alias_targets(workflow.profile.alias)
+    wanted = ("GET", f"/{catalog}/_mapping")
+
+    def picks(method: str, path: str, body: Any) -> bool:
+        return (method, path) == wanted
+
+    return picks
 
 
 # --- the API on a gated engine ------------------------------------------------------------

@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from tests.drills.gates import error_of, gated_api, history_write, mapping_read, send
+from tests.drills.gates import catalog_mapping_read, error_of, gated_api, history_write, send
 from tests.e2e.conftest import ready, service, settings  # noqa: F401
 from tests.lifecycle.conftest import Lifecycle, lifecycle  # noqa: F401
 from tests.lifecycle.test_four_eyes_lineage import CLEMENTINES, FIXED_CREAMERS, draft
@@ -113,8 +113,8 @@ def test_an_approval_of_staging_while_a_draft_moves_staging(lifecycle: Lifecycle
     lc = lifecycle
     checked = draft(lc, "dan", CLEMENTINES)
     run_tests(lc, checked)
-    gated, _ = gated_api(lc)
-    gate = gated.gate(mapping_read)  # the approval resolved staging and runs its checks
+    gated, wf = gated_api(lc)
+    gate = gated.gate(catalog_mapping_read(wf))  # the approval resolved staging and runs its checks
     approving = send(lc, "POST", "/v1/policies/versions/staging/approve", "bob", json={})
     (held,) = gate.reached()
     moved = draft(lc, "dan", TEAS)  # staging moves under the review
@@ -136,8 +136,8 @@ def test_an_approval_while_the_versions_tests_change(lifecycle: Lifecycle) -> No
     version = draft(lc, "dan", CLEMENTINES)
     run_tests(lc, version)
     checked = state(lc, version)["suite_sha256"]
-    gated, _ = gated_api(lc)
-    gate = gated.gate(mapping_read)  # the approval read the version's tests and runs its checks
+    gated, wf = gated_api(lc)
+    gate = gated.gate(catalog_mapping_read(wf))  # the approval read the version's tests and runs its checks
     approving = send(lc, "POST", f"/v1/policies/versions/{version}/approve", "bob", json={})
     (held,) = gate.reached()
     edited = ok(lc.call("PUT", "/v1/policies/staging/tests", "dan", json=EXTRA_TESTS))
@@ -162,8 +162,8 @@ def test_an_approver_who_becomes_an_author_while_approving(lifecycle: Lifecycle)
     run_tests(lc, version)
     suite = state(lc, version)["suite_sha256"]
     assert state(lc, version)["authors"] == ["dan"]
-    gated, _ = gated_api(lc)
-    gate = gated.gate(mapping_read)  # alice's approval passed its four-eyes check
+    gated, wf = gated_api(lc)
+    gate = gated.gate(catalog_mapping_read(wf))  # alice's approval passed its four-eyes check
     approving = send(lc, "POST", f"/v1/policies/versions/{version}/approve", "alice", json={})
     (held,) = gate.reached()
     # alice saves one of the version's test files as it is: she is now one of its authors,
