@@ -4,6 +4,7 @@ poller. Everything runs against real processes; nothing is mocked."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -74,6 +75,14 @@ class Served:
         return int(self.process.returncode)
 
 
+def checkout_env(**env: str) -> dict[str, str]:
+    """The environment of a ``govsearch`` child process: this checkout's ``control_plane``
+    first on its path (the console script's interpreter would otherwise import the package
+    the virtual environment was installed from, another checkout in a git worktree)."""
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path, **env}
+
+
 def serve(engine_url: str, workdir: Path, name: str, **env: str) -> Served:
     """Start ``govsearch serve`` on a free port against ``engine_url``, its audit log under
     ``workdir/name``; wait until it answers ``/healthz``."""
@@ -82,7 +91,7 @@ def serve(engine_url: str, workdir: Path, name: str, **env: str) -> Served:
     port = free_port()
     audit = directory / "decisions.jsonl"
     environ = {
-        **os.environ,
+        **checkout_env(),
         "GOVSEARCH_ENGINE_URL": engine_url,
         "GOVSEARCH_AUDIT_PATH": str(audit),
         "GOVSEARCH_AUDIT_SINK": "jsonl",
@@ -259,6 +268,11 @@ class ReadinessWatch:
 
     def first(self, status: int, after: float) -> float | None:
         return next((t for t, s in self.seen if s == status and t >= after), None)
+
+
+def audit_records(path: Path) -> list[dict[str, Any]]:
+    """The decision records of a JSONL audit log written by processes that stopped cleanly."""
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def audit_verify(served: Served) -> subprocess.CompletedProcess[str]:
