@@ -10,8 +10,12 @@ request and reads the answer itself: the request line, the headers and the body 
 ``sendall``; the status line and headers split as bytes; the body by ``Content-Length``,
 chunked or until the connection closes (then the connection is not reused).
 
+The timeout bounds the whole exchange, not each read: an engine that keeps sending a byte
+now and then still times out once the timeout has passed since the exchange began (a
+socket's own timeout is per ``recv``, so each read is given what remains).
+
 A failure closes the connection (a later request opens a new one) and raises
-:class:`WireTimeout` (no byte within the timeout while reading) or :class:`WireError`
+:class:`WireTimeout` (the whole answer not in within the timeout) or :class:`WireError`
 (refused, reset, TLS, a malformed answer): the adapter maps them as it maps the library's.
 """
 
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import gzip
 import socket
+import time
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -30,6 +35,8 @@ from urllib3.exceptions import HTTPError as Urllib3Error
 
 _CHUNK = 65536
 _HEAD_END = b"\r\n\r\n"
+_SLACK_S = 0.001
+"""a read may start with up to this much more than what remains (no system call to cut it)"""
 
 
 class WireError(Exception):
@@ -37,7 +44,7 @@ class WireError(Exception):
 
 
 class WireTimeout(WireError):
-    """No byte arrived (or could be sent) within the timeout."""
+    """The request could not be sent, or its whole answer read, within the timeout."""
 
 
 @dataclass(frozen=True)
@@ -69,7 +76,8 @@ class Wire:
     def exchange(
         self, method: str, target: str, body: bytes | None, content_type: str, timeout: float
     ) -> Answer:
-        """Send one request, read its whole answer (any status)."""
+        """Send one request, read its whole answer (any status), all within ``timeout``."""
+        expires = time.monotonic() + timeout
         head = f"{method} {target} HTTP/1.1\r\n{self._fixed}"
         if body is not None:
             head += f"content-type: {content_type}\r\ncontent-length: {len(body)}\r\n"
@@ -83,15 +91,18 @@ class Wire:
             raise WireError(f"{type(error).__name__}: {error}") from error
         reusable = False
         try:
-            if conn.sock is None:
+            fresh = conn.sock is None
+            if fresh:
                 conn.timeout = timeout
                 conn.connect()
             sock = conn.sock
             assert sock is not None
             if sock.gettimeout() != timeout:  # two system calls saved when it is the same
                 sock.settimeout(timeout)
-            sock.sendall(payload)
-            answer, reusable = _read_answer(sock, method)
+            if fresh:  # connecting took part of it
+                _bound(sock, expires)
+            sock.sendall(payload)  # bounded as a whole by the socket's timeout
+            answer, reusable = _read_answer(sock, method, expires)
             return answer
         except TimeoutError as error:
             raise WireTimeout(f"timed out after {timeout:g}s: {error}") from error
@@ -103,13 +114,25 @@ class Wire:
             pool._put_conn(conn)
 
 
-def _read_answer(sock: socket.socket, method: str) -> tuple[Answer, bool]:
-    """The answer on ``sock`` and whether the connection may carry another request."""
+def _bound(sock: socket.socket, expires: float) -> None:
+    """Cut the socket's timeout to what remains until ``expires`` (``time.monotonic``);
+    ``TimeoutError`` when nothing does."""
+    remaining = expires - time.monotonic()
+    if remaining <= 0:
+        raise TimeoutError("the whole answer did not come within the timeout")
+    if remaining < (sock.gettimeout() or float("inf")) - _SLACK_S:
+        sock.settimeout(remaining)
+
+
+def _read_answer(sock: socket.socket, method: str, expires: float) -> tuple[Answer, bool]:
+    """The answer on ``sock`` and whether the connection may carry another request; every
+    read ends by ``expires``."""
+    _bound(sock, expires)  # no system call when sending took under a millisecond
     data = sock.recv(_CHUNK)  # on loopback, mostly the whole answer
     if (end := data.find(_HEAD_END)) < 0:
         buffer = bytearray(data)
         while (end := buffer.find(_HEAD_END)) < 0:
-            _receive(sock, buffer)
+            _receive(sock, buffer, expires)
         data = bytes(buffer)
     lines = data[:end].decode("latin-1").split("\r\n")
     rest = data[end + 4 :]
@@ -128,19 +151,19 @@ def _read_answer(sock: socket.socket, method: str) -> tuple[Answer, bool]:
     if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
         body = b""
     elif "chunked" in headers.get("transfer-encoding", "").lower():
-        body = _chunked(sock, bytearray(rest))
+        body = _chunked(sock, bytearray(rest), expires)
     elif "content-length" in headers:
         length = int(headers["content-length"])
         if len(rest) < length:
             buffer = bytearray(rest)
             while len(buffer) < length:
-                _receive(sock, buffer)
+                _receive(sock, buffer, expires)
             rest = bytes(buffer)
         body = rest if len(rest) == length else rest[:length]
     else:  # delimited by the connection's end
         keep = False
         buffer = bytearray(rest)
-        while _receive(sock, buffer, eof_ok=True):
+        while _receive(sock, buffer, expires, eof_ok=True):
             pass
         body = bytes(buffer)
     encoding = headers.get("content-encoding", "").lower()
@@ -151,9 +174,10 @@ def _read_answer(sock: socket.socket, method: str) -> tuple[Answer, bool]:
     return Answer(status, headers, body), keep
 
 
-def _receive(sock: socket.socket, buffer: bytearray, *, eof_ok: bool = False) -> bool:
-    """Append what arrives to ``buffer``; False at the connection's end (an error unless
-    ``eof_ok``)."""
+def _receive(sock: socket.socket, buffer: bytearray, expires: float, *, eof_ok: bool = False) -> bool:
+    """Append what arrives by ``expires`` to ``buffer``; False at the connection's end (an
+    error unless ``eof_ok``)."""
+    _bound(sock, expires)
     data = sock.recv(_CHUNK)
     if not data:
         if eof_ok:
@@ -163,21 +187,21 @@ def _receive(sock: socket.socket, buffer: bytearray, *, eof_ok: bool = False) ->
     return True
 
 
-def _chunked(sock: socket.socket, rest: bytearray) -> bytes:
+def _chunked(sock: socket.socket, rest: bytearray, expires: float) -> bytes:
     body = bytearray()
     while True:
         while (end := rest.find(b"\r\n")) < 0:
-            _receive(sock, rest)
+            _receive(sock, rest, expires)
         size = int(bytes(rest[:end]).split(b";")[0].strip(), 16)
         del rest[: end + 2]
         if size == 0:  # trailers, then an empty line
             while (end := rest.find(b"\r\n")) != 0:
                 if end < 0:
-                    _receive(sock, rest)
+                    _receive(sock, rest, expires)
                 else:
                     del rest[: end + 2]
             return bytes(body)
         while len(rest) < size + 2:
-            _receive(sock, rest)
+            _receive(sock, rest, expires)
         body += rest[:size]
         del rest[: size + 2]

@@ -1,6 +1,7 @@
 """Drills on a dedicated single-node engine (never the shared session engine): the engine
 SIGKILLed under a search load and restarted, the engine paused (SIGSTOP) and resumed
-(SIGCONT), and a 1 MB body sent with chunked encoding, against a real ``govsearch serve``.
+(SIGCONT), the engine answering every call late through a relay (:mod:`tests.drills.relay`),
+and a 1 MB body sent with chunked encoding, against a real ``govsearch serve``.
 
 Every answer must be governed (200, a known policy set, every hit under the guard
 policies) or a clean 503/504 in the JSON error shape; ``/readyz`` must say 503 while the
@@ -16,7 +17,10 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from itertools import islice
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -26,8 +30,19 @@ from control_plane.bootstrap import prepare
 from control_plane.config import EngineSettings, Settings
 from control_plane.engine import connect
 from tests.clocks import FIXED_CLOCK
-from tests.drills.harness import Answer, Load, ReadinessWatch, Served, readyz, serve, wait_until
+from tests.drills.harness import (
+    Answer,
+    Load,
+    ReadinessWatch,
+    Served,
+    audit_records,
+    classify,
+    readyz,
+    serve,
+    wait_until,
+)
 from tests.drills.harness import free_engine_port as free_engine_port
+from tests.drills.relay import Relay
 from tests.drills.results import record
 
 pytestmark = [pytest.mark.drill, pytest.mark.usefixtures("starts_local_engine")]
@@ -214,3 +229,171 @@ def test_engine_killed_under_load_and_restarted(dedicated: tuple[DedicatedEngine
     assert down and all(a.kind == "refused" for a in down), figures
     assert recovered is not None, "readyz never came back to 200 after the restart"
     _assert_ready_meant_serving(after_ready, figures)
+
+
+# --- a slow engine: every answer late ----------------------------------------------------
+
+SLOW_ENGINE_TIMEOUT_S = 5.0
+"""``engine.timeout_s``, its default: the deadline, not the per-call timeout, bounds a search"""
+SLOW_DEADLINE_S = 2.0
+DEADLINE_MARGIN_S = 1.5
+"""what may run past the deadline (docs/api.md, Request deadline): the engine-free
+composition and rendering, the wait for the record's group commit, the HTTP hops; generous
+for a loaded machine, far below what an engine call that outlives the deadline costs"""
+SLOW_REFUSALS = {"deadline_exceeded", "engine_timeout"}
+"""what a slow (not a broken) engine may be answered with (docs/api.md, Errors)"""
+WARM = ["oranges", "cheap chocolate", "chocolat sans arachide", "chocolate"]
+FRESH = [
+    "lentils", "hummus", "crackers", "green tea", "coffee beans", "breakfast cereal", "basmati rice",
+    "spaghetti", "cookies", "strawberry jam", "orange juice", "creamer", "peanut butter", "olive oil",
+    "dark chocolate", "milk chocolate", "honey", "yogurt", "almonds", "granola",
+]
+"""intents searched once each while the engine is slow: every one a plan-cache miss"""
+SLOW_PATHS: dict[str, dict[str, Any]] = {
+    # every chunk of every answer 1.2 s late: one call fits the deadline, a miss's calls do not
+    "late": {"latency_s": 1.2},
+    # every answer 64 bytes at a time, 0.25 s apart: a byte keeps coming, no answer is quick
+    "dripping": {"drip": (64, 0.25)},
+}
+SLOW_INSTANCES = {
+    # the aliases watched every second (the default): a request that finds a watch due reads
+    # them in its thread, so most searches while the engine is slow are served in threads
+    "watching": "",
+    # watched hourly: a warm search is served on the event loop (its one _msearch through the
+    # loop's own engine client, ADR 0030), a fresh one in a thread
+    "steady": "search:\n  alias_watch_interval_s: 3600\n",
+}
+
+
+def _search(url: str, intent: str) -> tuple[float, httpx.Response | None]:
+    """(seconds, the answer); None: no answer well past the deadline (the client gave up)."""
+    started = time.monotonic()
+    try:
+        response = httpx.post(
+            url + "/v1/search", json={"intent": intent, "size": 5},
+            timeout=SLOW_DEADLINE_S + DEADLINE_MARGIN_S + 5,
+        )
+    except httpx.HTTPError:
+        return time.monotonic() - started, None
+    return time.monotonic() - started, response
+
+
+def _request_id(response: httpx.Response) -> str | None:
+    body = response.json()
+    found = body.get("request_id") or (body.get("error") or {}).get("request_id")
+    return str(found) if found else None
+
+
+SlowAnswer = tuple[str, str, str, float, httpx.Response | None]
+"""(instance, path, intent, seconds, answer)"""
+
+
+def _slow_problems(answer: SlowAnswer, version: str, records: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """What is wrong with one answer given while the engine was slow (or before)."""
+    instance, path, intent, latency, response = answer
+    if response is None:
+        return [f"{instance} {path} {intent!r}: no answer after {latency:.2f}s"]
+    problems = []
+    kind, error, _, why = classify(response, {version})
+    what = f"{instance} {path} {intent!r}: {response.status_code} {error or ''}"
+    if kind == "violation":
+        problems.append(f"{what}: ungoverned or not in the error shape: {why}")
+    elif kind == "refused" and (response.status_code != 503 or error not in SLOW_REFUSALS):
+        problems.append(f"{what}: not what a slow engine is refused with")
+    if latency > SLOW_DEADLINE_S + DEADLINE_MARGIN_S:
+        problems.append(f"{what}: answered after {latency:.2f}s")
+    mine = records.get(_request_id(response) or "", [])
+    if len(mine) != 1:
+        problems.append(f"{what}: {len(mine)} decision records")
+    elif kind == "governed" and mine[0]["status"] not in ("ok", "no_results"):
+        problems.append(f"{what}: recorded {mine[0]['status']}")
+    elif kind == "refused" and (mine[0]["error"] or {}).get("code") != error:
+        problems.append(f"{what}: recorded {mine[0]['error']}")
+    return problems
+
+
+def test_a_slow_engine_never_keeps_a_search_past_its_deadline(
+    dedicated: tuple[DedicatedEngine, Served, str], tmp_path: Path
+) -> None:
+    """docs/api.md, Request deadline: every engine call gets at most what remains of the
+    request's deadline, so a search against an engine that answers every call late answers
+    within the deadline (plus the engine-free work after it): a governed 200, or 503
+    ``deadline_exceeded`` / ``engine_timeout`` in the one error shape, never an ungoverned
+    result, and one decision record per request (docs/audit.md).
+
+    The engine is real and whole; a relay between it and each ``govsearch serve`` makes its
+    answers late: a delay line, then a slow drip of the same bytes. Two instances, so that
+    both engine clients are attacked: warm intents (plans cached while the engine was
+    quick) are served on the event loop by the instance that watches its aliases hourly;
+    fresh intents (plan-cache misses) and the other instance's searches that find a watch
+    due are served in threads."""
+    engine, _, version = dedicated
+    answers: list[SlowAnswer] = []
+    relays = {name: Relay(engine.url) for name in SLOW_INSTANCES}
+    instances: dict[str, Served] = {}
+    slow_from = 0.0
+    try:
+        for name, config in SLOW_INSTANCES.items():
+            (tmp_path / f"{name}.yaml").write_text(config, encoding="utf-8")
+            instances[name] = serve(
+                relays[name].url, tmp_path, name,
+                GOVSEARCH_CONFIG=str(tmp_path / f"{name}.yaml"),
+                GOVSEARCH_ENGINE_TIMEOUT=str(SLOW_ENGINE_TIMEOUT_S),
+                GOVSEARCH_REQUEST_DEADLINE=str(SLOW_DEADLINE_S),
+                GOVSEARCH_AUDIT_KEY_FILE=str(tmp_path / "audit.key"),
+            )
+        for name, served in instances.items():
+            assert wait_until(lambda url=served.url: readyz(url) == 200, 60) is not None
+            for intent in WARM:  # their plans cached while the engine is quick
+                answers.append((name, "quick", intent, *_search(served.url, intent)))
+        slow_from = time.monotonic()
+        fresh = iter(FRESH)
+        with ThreadPoolExecutor(4) as pool:
+            for path, slowness in SLOW_PATHS.items():
+                for relay in relays.values():
+                    relay.slow(**slowness)
+                asked = [(name, intent) for name in instances for intent in [*WARM, *islice(fresh, 5)]]
+                results = pool.map(lambda one: _search(instances[one[0]].url, one[1]), asked)
+                for (name, intent), (latency, response) in zip(asked, results, strict=True):
+                    answers.append((name, path, intent, latency, response))
+            for relay in relays.values():
+                relay.slow()
+    finally:
+        codes = {name: served.stop() for name, served in instances.items()}
+        for relay in relays.values():
+            relay.close()
+    for name, served in instances.items():  # stopped, their logs drained
+        assert codes[name] in (0, -signal.SIGTERM), served.log.read_text()[-2000:]
+
+    records: dict[str, list[dict[str, Any]]] = {}
+    for served in instances.values():
+        for line in audit_records(served.audit_path):
+            records.setdefault(line["request_id"], []).append(line)
+    problems = [problem for answer in answers for problem in _slow_problems(answer, version, records)]
+    unanswered = set(records) - {_request_id(a[-1]) for a in answers if a[-1] is not None}
+    figures: dict[str, Any] = {
+        "engine_timeout_s": SLOW_ENGINE_TIMEOUT_S, "request_deadline_s": SLOW_DEADLINE_S,
+    }
+    for name in instances:
+        for path in ("quick", *SLOW_PATHS):
+            mine = [(latency, r) for i, p, _, latency, r in answers if (i, p) == (name, path)]
+            outcomes = Counter(
+                f"{r.status_code} {classify(r, {version})[1] or ''}".strip() if r else "none" for _, r in mine
+            )
+            figures[f"{name}.{path}"] = {
+                "answers": dict(outcomes), "max_latency_s": round(max(latency for latency, _ in mine), 3),
+            }
+    record("engine_slow", figures)
+    assert not problems, "\n".join(problems) + f"\n{figures}"
+    assert not unanswered, f"records of requests never answered: {sorted(unanswered)}"
+    # the drill bit: the slow engine cut searches at their deadline and still served some,
+    slow = [r for _, p, _, _, r in answers if p in SLOW_PATHS and r is not None]
+    assert any(classify(r, {version})[1] == "deadline_exceeded" for r in slow), figures
+    assert any(r.status_code == 200 for r in slow), figures
+    # and both engine clients were asked while it was slow: the loop's (no user agent) and
+    # the threads' (the client library's)
+    agents = {
+        seen.user_agent is None for relay in relays.values() for seen in relay.requests
+        if seen.at >= slow_from and seen.path == "/_msearch"
+    }
+    assert agents == {True, False}, "the slow engine was not asked by both clients"

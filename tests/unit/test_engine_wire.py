@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -21,6 +22,13 @@ from control_plane.engine.wire import Wire, WireError, WireTimeout
 
 class Closing(bytes):
     """An answer after which the peer closes the connection."""
+
+
+class Dripping(bytes):
+    """An answer the peer sends one byte at a time, :data:`DRIP_GAP_S` apart."""
+
+
+DRIP_GAP_S = 0.02
 
 
 @dataclass
@@ -64,6 +72,14 @@ class Peer:
             if answer is None:
                 conn.recv(1)  # until the client gives up and closes
                 return
+            if isinstance(answer, Dripping):
+                try:
+                    for byte in answer:
+                        conn.sendall(bytes([byte]))
+                        time.sleep(DRIP_GAP_S)
+                except OSError:  # the client gave up
+                    return
+                continue
             conn.sendall(answer)
             if b"content-length" not in answer.lower() and b"chunked" not in answer.lower():
                 return  # delimited by the end of the connection
@@ -158,6 +174,18 @@ def test_silence_is_a_timeout_and_the_next_request_gets_its_own_answer(peer: Pee
         wire.exchange("GET", "/slow", None, "application/json", 0.2)
     assert wire.exchange("GET", "/next", None, "application/json", 5).body == b'{"late": false}'
     assert peer.connections == 2
+
+
+@pytest.mark.parametrize("peer", [[Dripping(_ok(b'{"n": 1}' * 20)), _ok(b'{"late": false}')]], indirect=True)
+def test_an_answer_that_keeps_coming_byte_by_byte_times_out_by_the_whole_timeout(peer: Peer) -> None:
+    """A byte every 20 ms never leaves a read waiting 0.3 s; the whole answer (about 4 s of
+    it) does not come within 0.3 s: the exchange times out then, not once it is in."""
+    wire = _wire(peer)
+    started = time.monotonic()
+    with pytest.raises(WireTimeout):
+        wire.exchange("GET", "/drip", None, "application/json", 0.3)
+    assert time.monotonic() - started < 1.5  # the timeout, and a generous margin; not the ~4 s drip
+    assert wire.exchange("GET", "/next", None, "application/json", 5).body == b'{"late": false}'
 
 
 def test_a_refused_connection_is_an_error() -> None:
