@@ -26,6 +26,7 @@ import httpx
 import pytest
 
 from control_plane import local_engine
+from control_plane.api import readiness
 from control_plane.bootstrap import prepare
 from control_plane.config import EngineSettings, Settings
 from control_plane.engine import connect
@@ -188,6 +189,73 @@ def test_engine_paused_with_sigstop(dedicated: tuple[DedicatedEngine, Served, st
     assert during and all(a.kind == "refused" for a in during), figures
     assert recovered is not None, "readyz never came back to 200 after SIGCONT"
     _assert_ready_meant_serving(after_ready, figures)
+
+
+READYZ_BUDGET_S = readiness.READINESS_TIMEOUT_S
+"""docs/api.md, ``GET /readyz``: the whole check has a 2 s budget, so a paused or
+partitioned engine makes it answer quickly"""
+READYZ_MARGIN_S = 1.5
+"""the thread-pool hop and the HTTP exchange around the check, on a loaded machine"""
+READYZ_ENGINE_DOWN = {"engine_timeout", "engine_unavailable"}
+
+
+def _outcome(answer: httpx.Response | None) -> str:
+    """``200``, ``503 engine_timeout``..., or ``none`` (no answer)."""
+    if answer is None:
+        return "none"
+    if answer.status_code == 200:
+        return "200"
+    return f"{answer.status_code} {answer.json()['error']['code']}"
+
+
+def test_readyz_answers_503_within_its_budget_while_the_engine_is_paused(
+    dedicated: tuple[DedicatedEngine, Served, str], tmp_path: Path
+) -> None:
+    """``/readyz`` asked again and again while the engine is stopped (SIGSTOP: connections
+    are accepted by the kernel, nothing answers): every answer is 503 in the one error shape
+    with an engine code and the checks run so far, within the 2 s budget plus a margin; 200
+    again once the engine is resumed. The instance keeps the default 5 s engine timeout, so
+    the budget, not the per-call timeout, is what bounds the check."""
+    engine, _, _ = dedicated
+    served = serve(
+        engine.url, tmp_path, "readyz",
+        GOVSEARCH_ENGINE_TIMEOUT="5", GOVSEARCH_AUDIT_KEY_FILE=str(tmp_path / "audit.key"),
+    )
+    asked: list[tuple[float, httpx.Response | None]] = []
+    try:
+        assert wait_until(lambda: readyz(served.url) == 200, 60) is not None
+        os.kill(engine.pid, signal.SIGSTOP)
+        try:
+            until = time.monotonic() + 3 * READYZ_BUDGET_S + 2
+            while time.monotonic() < until:
+                started = time.monotonic()
+                try:
+                    answer: httpx.Response | None = httpx.get(served.url + "/readyz", timeout=30)
+                except httpx.HTTPError:
+                    answer = None
+                asked.append((time.monotonic() - started, answer))
+        finally:
+            os.kill(engine.pid, signal.SIGCONT)
+        resumed = wait_until(lambda: readyz(served.url) == 200, 60)
+    finally:
+        served.stop()
+    figures = {
+        "budget_s": READYZ_BUDGET_S,
+        "asked_while_paused": len(asked),
+        "answers": dict(Counter(_outcome(a) for _, a in asked)),
+        "max_latency_s": round(max((latency for latency, _ in asked), default=0.0), 3),
+        "ready_again_after_resume_s": round(resumed, 3) if resumed is not None else None,
+    }
+    record("readyz_paused_engine", figures)
+    for latency, answer in asked:
+        assert latency <= READYZ_BUDGET_S + READYZ_MARGIN_S, figures
+        assert answer is not None and answer.status_code == 503, figures
+        error = answer.json()["error"]
+        assert {"code", "message", "request_id", "details"} <= set(error), error
+        assert error["code"] in READYZ_ENGINE_DOWN, error
+        assert all({"check", "status"} <= set(detail) for detail in error["details"]), error
+    assert len(asked) >= 3, figures  # asked again and again while paused
+    assert resumed is not None, "readyz never came back to 200 after SIGCONT"
 
 
 def test_engine_killed_under_load_and_restarted(dedicated: tuple[DedicatedEngine, Served, str]) -> None:
