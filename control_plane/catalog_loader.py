@@ -8,6 +8,12 @@ before any index is created, and an index whose bulk load lost a document is del
 The alias move is a compare-and-swap against the index the alias was on when the load
 started: a concurrent load that moved it meanwhile makes this one fail (CatalogLoadError
 naming the index that won), never leaves the alias on two indices.
+
+An engine that fails in the middle of a load (killed, unreachable, timing out) fails it
+with :class:`CatalogLoadInterrupted`, which says what was left: the alias not moved, and
+the new index deleted or, when the engine could not be asked to, left half written (never
+marked complete, so never reused: the same load run again deletes and rewrites it). One
+that fails while the alias moves leaves a complete index, which the same load reuses.
 """
 
 from __future__ import annotations
@@ -36,6 +42,10 @@ class CatalogLoadError(Exception):
     def __init__(self, problems: list[str]) -> None:
         super().__init__(f"{len(problems)} problem(s):\n" + "\n".join(problems))
         self.problems = problems
+
+
+class CatalogLoadInterrupted(EngineError):
+    """The engine failed in the middle of a load; the message says what the load left."""
 
 
 @dataclass(frozen=True)
@@ -120,14 +130,37 @@ def load_catalog(engine: Engine, profile: CatalogProfile, path: Path) -> LoadRep
                 }
             },
         )
-    except Exception:
-        engine.delete_index(index)
+    except Exception as error:
+        left = _discard(engine, index)
+        if isinstance(error, EngineError):
+            kept = f"it stays on {expected}" if expected else "it points to no index"
+            raise CatalogLoadInterrupted(
+                f"loading {index} failed: {error}; {profile.alias} was not moved ({kept}); "
+                + (
+                    f"{index} is left half written (it could not be deleted: {left}): it is never"
+                    " served, and load-catalog with the same file deletes and rewrites it"
+                    if left else f"{index} was deleted"
+                ),
+                status=error.status, info=error.info,
+            ) from error
+        if left and isinstance(error, CatalogLoadError):
+            raise CatalogLoadError([*error.problems, f"{index} is left half written: {left}"]) from error
         raise
     _move(engine, profile.alias, index, expected)
     return LoadReport(index, profile.alias, len(products), len(stats), reused=False)
 
 
+def _discard(engine: Engine, index: str) -> str | None:
+    """Delete the index a failed load was writing; None when done, else why it could not be."""
+    try:
+        engine.delete_index(index)
+    except EngineError as error:
+        return str(error)
+    return None
+
+
 def _move(engine: Engine, alias: str, index: str, expected: str | None) -> None:
+    """Move ``alias`` to the complete ``index``, from ``expected`` only."""
     try:
         point_alias(engine, alias, index, expected=expected)
     except AliasMoved as moved:
@@ -135,6 +168,12 @@ def _move(engine: Engine, alias: str, index: str, expected: str | None) -> None:
             f"concurrent_change: another load moved {alias} to {', '.join(moved.current) or 'nothing'}"
             f" while this one ran (it expected {expected or 'no catalog yet'}); {alias} was left there"
         ]) from moved
+    except EngineError as error:  # the move may or may not have been made: either is whole
+        raise CatalogLoadInterrupted(
+            f"moving {alias} to {index} failed: {error}; {index} holds every product, {alias} is on"
+            f" it or still on {expected or 'no index'}, and load-catalog with the same file moves it there",
+            status=error.status, info=error.info,
+        ) from error
 
 
 def _complete(engine: Engine, index: str, expected: int) -> bool:

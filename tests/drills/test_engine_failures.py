@@ -11,8 +11,10 @@ engine is down or red and 200 once it serves again. Figures go to
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import signal
+import subprocess
 import time
 import uuid
 from collections import Counter
@@ -28,15 +30,20 @@ import pytest
 from control_plane import local_engine
 from control_plane.api import readiness
 from control_plane.bootstrap import prepare
+from control_plane.catalog.profile import load_profile
+from control_plane.cli_support import EXIT_ENGINE_UNAVAILABLE
 from control_plane.config import EngineSettings, Settings
 from control_plane.engine import connect
 from tests.clocks import FIXED_CLOCK
 from tests.drills.harness import (
+    GOVSEARCH,
+    ROOT,
     Answer,
     Load,
     ReadinessWatch,
     Served,
     audit_records,
+    checkout_env,
     classify,
     readyz,
     serve,
@@ -465,3 +472,127 @@ def test_a_slow_engine_never_keeps_a_search_past_its_deadline(
         if seen.at >= slow_from and seen.path == "/_msearch"
     }
     assert agents == {True, False}, "the slow engine was not asked by both clients"
+
+
+# --- the engine killed in the middle of a catalog load ----------------------------------------
+
+NEW_PRODUCT = {
+    "allergens": [], "brand": "Drill Orchards",
+    "categories": ["Fruits and vegetables", "Fresh fruits", "Oranges"], "category": "Oranges",
+    "diet": [], "id": "drill-harvest-oranges-3kg", "in_stock": True, "labels": [], "language": "en",
+    "margin": 0.3, "market": ["us", "uk", "ca", "fr"], "modelled": [], "on_clearance": False,
+    "popularity": 900.0, "price": 4.49, "source": "govsearch-demo",
+    "text": "Fresh harvest oranges, sweet and juicy.", "title": "Harvest oranges 3kg",
+    "traces": [], "visible": True,
+}
+"""what the new catalog adds to the demo's: an orange that only it holds"""
+
+
+def _third_bulk() -> Any:
+    """A relay hold that stops the third ``_bulk`` request of a load (two batches of 500
+    products written, the third on the wire)."""
+    bulks = [0]
+
+    def match(method: str, path: str) -> bool:
+        if (method, path.partition("?")[0]) == ("POST", "/_bulk"):
+            bulks[0] += 1
+        return bulks[0] == 3
+
+    return match
+
+
+def _oranges(url: str) -> tuple[int, set[str]]:
+    """The status of a search for "oranges" and the ids it served (every hit governed)."""
+    response = httpx.post(url + "/v1/search", json={"intent": "oranges", "size": 50}, timeout=30)
+    if response.status_code != 200:
+        return response.status_code, set()
+    assert classify(response, None)[0] == "governed", response.text[:300]
+    return 200, {hit["id"] for hit in response.json()["hits"]}
+
+
+def test_engine_killed_in_the_middle_of_a_catalog_load(
+    dedicated: tuple[DedicatedEngine, Served, str], tmp_path: Path
+) -> None:
+    """docs/catalog.md, Loading a catalog: the alias moves only to an index that holds every
+    product, in one atomic step; a load the engine dies in leaves the alias where it was (the
+    previous catalog is served once the engine is back), exits 6 saying so and naming what
+    it left, and the same load run again completes.
+
+    ``govsearch load-catalog`` (the demo's products and one more orange) talks to the
+    module's dedicated engine through a relay that stops its third ``_bulk`` on the wire:
+    two batches are written. The engine is SIGKILLed there, then restarted."""
+    engine, served, _ = dedicated
+    assert wait_until(lambda: readyz(served.url) == 200, 120) is not None
+    client = connect(EngineSettings(url=engine.url, timeout_s=30))
+    alias = load_profile(ROOT / "mappings" / "catalog.profile.yaml").alias
+    try:
+        (previous,) = client.alias_targets(alias)
+        products = tmp_path / "catalog.ndjson"
+        demo = (ROOT / "data" / "catalog.ndjson").read_text(encoding="utf-8")
+        products.write_text(demo + json.dumps(NEW_PRODUCT, sort_keys=True) + "\n", encoding="utf-8")
+        expected = len(demo.splitlines()) + 1
+        status, served_ids = _oranges(served.url)
+        assert status == 200 and NEW_PRODUCT["id"] not in served_ids
+
+        with Relay(engine.url) as relay:
+            relay.hold(_third_bulk())
+            load = subprocess.Popen(
+                [GOVSEARCH, "load-catalog", "--file", str(products)], cwd=ROOT,
+                env=checkout_env(GOVSEARCH_ENGINE_URL=relay.url, GOVSEARCH_ENGINE_TIMEOUT="30"),
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            )
+            try:
+                assert relay.held.wait(120), "the load never sent a third bulk request"
+                # mid-load: a new index, half written; the alias where it was; the old catalog served
+                (half,) = set(client.list_indices(f"{alias}-*")) - {previous}
+                client.refresh(half)
+                written = client.request("GET", f"/{half}/_count")["count"]
+                assert 0 < written < expected, written
+                assert client.alias_targets(alias) == [previous]
+                status, served_ids = _oranges(served.url)
+                assert status == 200 and NEW_PRODUCT["id"] not in served_ids
+                os.kill(engine.pid, signal.SIGKILL)
+                time.sleep(0.5)
+            finally:
+                relay.release()
+                out, err = load.communicate(timeout=120)
+        figures: dict[str, Any] = {
+            "products": expected, "written_when_killed": written,
+            "exit": load.returncode, "message": err.strip(),
+        }
+        assert load.returncode == EXIT_ENGINE_UNAVAILABLE, (load.returncode, out, err)
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("govsearch: error: "), err
+        # what it left, said: the alias not moved, the index it could not delete, what to do
+        assert f"{alias} was not moved (it stays on {previous})" in err, err
+        assert f"{half} is left half written" in err and "load-catalog" in err, err
+
+        restarted_at = time.monotonic()
+        engine.start()
+        ready = wait_until(lambda: readyz(served.url) == 200, 120)
+        assert ready is not None, "readyz never came back after the restart"
+        figures["ready_after_restart_s"] = round(time.monotonic() - restarted_at, 3)
+        # the previous catalog, whole, is what the alias holds and what is served
+        assert client.alias_targets(alias) == [previous]
+        assert httpx.get(served.url + "/readyz", timeout=30).json()["checks"]["catalog_index"] == previous
+        status, served_ids = _oranges(served.url)
+        assert status == 200 and NEW_PRODUCT["id"] not in served_ids
+
+        # the same load again: it completes, and the alias moves to an index holding every product
+        again = subprocess.run(
+            [GOVSEARCH, "load-catalog", "--file", str(products)], cwd=ROOT,
+            env=checkout_env(GOVSEARCH_ENGINE_URL=engine.url, GOVSEARCH_ENGINE_TIMEOUT="30"),
+            capture_output=True, text=True, timeout=300, check=False,
+        )
+        figures["retry_exit"] = again.returncode
+        assert again.returncode == 0, again.stderr
+        (loaded,) = client.alias_targets(alias)
+        assert loaded != previous
+        assert client.request("GET", f"/{loaded}/_count")["count"] == expected
+        assert set(client.list_indices(f"{alias}-*")) == {previous, loaded}  # nothing half written left
+        served_new = wait_until(lambda: NEW_PRODUCT["id"] in _oranges(served.url)[1], 30)
+        figures["new_catalog_served_after_s"] = served_new
+        record("catalog_load_killed", figures)
+        assert served_new is not None, "the new catalog was never served"
+    finally:
+        client.close()
