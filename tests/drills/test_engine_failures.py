@@ -1,7 +1,9 @@
 """Drills on a dedicated single-node engine (never the shared session engine): the engine
 SIGKILLed under a search load and restarted, the engine paused (SIGSTOP) and resumed
-(SIGCONT), the engine answering every call late through a relay (:mod:`tests.drills.relay`),
-and a 1 MB body sent with chunked encoding, against a real ``govsearch serve``.
+(SIGCONT) under a search load and under ``/readyz`` alone, the engine answering every call
+late through a relay (:mod:`tests.drills.relay`), the engine SIGKILLed in the middle of
+``govsearch load-catalog``, and a 1 MB body sent with chunked encoding, against a real
+``govsearch serve``.
 
 Every answer must be governed (200, a known policy set, every hit under the guard
 policies) or a clean 503/504 in the JSON error shape; ``/readyz`` must say 503 while the
