@@ -19,8 +19,8 @@ ERROR_CODES: dict[str, str] = {
     " (reported where it occurs)",
     "missing_governance": "the policy directory has no governance.yaml",
     "yaml_syntax": "a file is not valid YAML (reported at the parser's problem mark)",
-    "yaml_aliases": "a YAML document's aliases repeat more than 100,000 nodes (or ten times its"
-    " own), or one is inside the node it names (reported at the anchored node)",
+    "yaml_aliases": "a YAML document's aliases repeat more than 100,000 nodes and characters (or"
+    " ten times its own), or one is inside the node it names (reported at the anchored node)",
     "duplicate_key": "a YAML mapping repeats a key (the later key is reported)",
     "invalid_document": "a YAML document is neither a mapping nor a list of mappings",
     "unknown_field": "a key the model does not define (typo or misplaced key)",

@@ -10,13 +10,16 @@ machine out of memory at 9**9. Any author who may write a policy, a test file or
 draft could take a server down that way.
 
 So every YAML text govsearch reads is composed first and measured here (:func:`measure`):
-the nodes a walk would visit, each alias counted at its node's full size, memoised per node
-(linear in the document, whatever the aliases stand for). A document whose aliases repeat
-more than :data:`REPEATED_NODES` nodes, or more than :data:`REPEATED_RATIO` times its own
-node count when that is larger, is refused, and so is an alias inside the node it names (a
-document that never ends when walked). Anchors and merge keys (``<<: *defaults``) used as
-authors use them are far inside the bound: a base of 50 nodes merged into 1,000 policies of
-one file repeats 50,000.
+what a walk would visit, each alias counted at its node's full size, memoised per node
+(linear in the document, whatever the aliases stand for). What is counted is the walk's
+*weight*: one per node plus the characters of each scalar, so an alias to a long string
+repeats every character of it (a 100,000-character phrase and 10,000 aliases to it are a
+140 KB file standing for a billion characters, in few nodes). A document whose aliases
+repeat more than :data:`REPEATED_NODES` of that weight, or more than :data:`REPEATED_RATIO`
+times its own when that is larger, is refused, and so is an alias inside the node it names
+(a document that never ends when walked). Anchors and merge keys (``<<: *defaults``) used
+as authors use them are far inside the bound: a base of 50 nodes merged into 1,000 policies
+of one file repeats 50,000 nodes and their characters, in a file ten times as heavy.
 """
 
 from __future__ import annotations
@@ -26,9 +29,9 @@ from typing import Any
 import yaml
 
 REPEATED_NODES = 100_000
-"""nodes a document's aliases may repeat whatever its size"""
+"""weight (nodes and scalar characters) a document's aliases may repeat whatever its size"""
 REPEATED_RATIO = 10
-"""times its own node count a larger document's aliases may repeat"""
+"""times its own weight a heavier document's aliases may repeat"""
 
 _OPEN = -1
 """a node being measured: met again below itself, it contains its own alias"""
@@ -41,8 +44,11 @@ class AliasError(yaml.MarkedYAMLError):
 
 def measure(root: yaml.Node) -> int:
     """The nodes a walk of ``root`` visits (each alias at its node's full size); raises
-    :class:`AliasError` past the bound, or for an alias inside its own node."""
+    :class:`AliasError` when the aliases repeat too much weight (nodes and scalar
+    characters, module docstring), or for an alias inside its own node."""
     sizes: dict[int, int] = {}
+    weights: dict[int, int] = {}
+    """per node: what a walk of it visits, in nodes, and in nodes plus scalar characters"""
     uses: dict[int, int] = {}
     nodes: dict[int, yaml.Node] = {}
     pending: list[tuple[yaml.Node, bool]] = [(root, False)]
@@ -50,7 +56,9 @@ def measure(root: yaml.Node) -> int:
         node, measured = pending.pop()
         key = id(node)
         if measured:
-            sizes[key] = 1 + sum(sizes[id(child)] for child in _children(node))
+            children = _children(node)
+            sizes[key] = 1 + sum(sizes[id(child)] for child in children)
+            weights[key] = _weight(node) + sum(weights[id(child)] for child in children)
             continue
         if key in sizes:
             if sizes[key] == _OPEN:
@@ -65,17 +73,19 @@ def measure(root: yaml.Node) -> int:
             if sizes.get(child_key) == _OPEN:
                 raise _recursive(child)
             pending.append((child, False))
-    walked, own = sizes[id(root)], len(nodes)
-    if walked - own > max(REPEATED_NODES, REPEATED_RATIO * own):
-        key = max((k for k, n in uses.items() if n > 1), key=lambda k: sizes[k] * (uses[k] - 1))
+    walked, own = weights[id(root)], sum(_weight(node) for node in nodes.values())
+    bound = max(REPEATED_NODES, REPEATED_RATIO * own)
+    if walked - own > bound:
+        key = max((k for k, n in uses.items() if n > 1), key=lambda k: weights[k] * (uses[k] - 1))
         anchored = nodes[key]
         raise AliasError(
-            problem=f"aliases repeat {walked - own:,} nodes of this document (it has {own:,}; at"
-            f" most {max(REPEATED_NODES, REPEATED_RATIO * own):,} may be repeated): the node"
-            f" anchored here ({sizes[key]:,} nodes when walked) appears {uses[key]} times",
+            problem=f"aliases repeat {walked - own:,} nodes and characters of this document (it"
+            f" has {own:,}; at most {bound:,} may be repeated): the node anchored here"
+            f" ({sizes[key]:,} nodes, {weights[key] - sizes[key]:,} characters when walked)"
+            f" appears {uses[key]} times",
             problem_mark=anchored.start_mark,
         )
-    return walked
+    return sizes[id(root)]
 
 
 def compose(text: str) -> yaml.Node | None:
@@ -110,6 +120,11 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     if isinstance(node, yaml.MappingNode):
         return [part for pair in node.value for part in pair]
     return []
+
+
+def _weight(node: yaml.Node) -> int:
+    """One node, and its characters when it is a scalar."""
+    return 1 + len(node.value) if isinstance(node, yaml.ScalarNode) else 1
 
 
 def _recursive(node: yaml.Node) -> AliasError:

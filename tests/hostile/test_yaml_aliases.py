@@ -28,6 +28,7 @@ from control_plane.errors import PolicyLoadError
 from control_plane.lifecycle.regression import QueryFileError, load_queries
 from control_plane.lifecycle.suite import SuiteLoadError, load_suite
 from control_plane.loader import load_policy_set
+from tests.hostile.bounded import bounded
 
 POLICIES = Path(__file__).resolve().parents[2] / "policies"
 
@@ -38,6 +39,18 @@ def laughs(depth: int, key: str = "phrase") -> str:
     lines = ['l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
     lines += [f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 9) + "]" for i in range(1, depth)]
     return "\n".join(lines) + f"\nid: laughs\ntrigger: {{{key}: *l{depth - 1}}}\n"
+
+
+def long_laughs(length: int, count: int) -> str:
+    """A policy whose trigger lists one anchored phrase of ``length`` characters and ``count``
+    aliases to it: a file of about ``length + 4 * count`` bytes standing for ``length *
+    count`` characters (one node per alias: few enough nodes for a bound on nodes alone)."""
+    aliases = ", ".join(["*long"] * count)
+    return (
+        "id: long-laughs\ntitle: t\nowner: o\npriority: 1\n"
+        f"trigger:\n  phrase: [&long {'x' * length}, {aliases}]\n"
+        "rules:\n  - economics: {margin_weight: 1.0}\n"
+    )
 
 
 def directory(tmp_path: Path, files: dict[str, str]) -> Path:
@@ -62,7 +75,19 @@ def test_the_measure_counts_what_a_walk_visits_without_walking_it() -> None:
     with pytest.raises(yaml_aliases.AliasError) as raised:
         yaml_aliases.measure(yaml.compose(laughs(10)))  # 9**10 strings: counted, not built
     assert raised.value.problem_mark.line == 9  # l9, the trigger's: the most repeated walk
-    assert "nodes of this document (it has 35; at most 100,000 may be repeated)" in str(raised.value)
+    assert "nodes and characters of this document (it has 103; at most 100,000 may be repeated)" in str(
+        raised.value
+    )
+
+
+def test_the_measure_weighs_the_characters_an_alias_repeats() -> None:
+    """Each alias to a 10,000-character string repeats those characters: 1,000 of them are
+    10 million characters, however few nodes they are."""
+    with pytest.raises(yaml_aliases.AliasError) as raised:
+        yaml_aliases.measure(yaml.compose(long_laughs(10_000, 1_000)))
+    assert raised.value.problem_mark.line == 5  # the anchored phrase
+    assert "characters" in str(raised.value)
+    yaml_aliases.measure(yaml.compose(long_laughs(10_000, 9)))  # 90,000: inside the bound
 
 
 @pytest.mark.parametrize("libyaml", [True, False], ids=["libyaml", "pyyaml"])
@@ -94,6 +119,16 @@ def test_shared_defaults_and_merge_keys_as_authors_write_them_still_load(tmp_pat
     policy_set = load_policy_set(directory(tmp_path, {"shared.yaml": base + many}))
     assert len(policy_set.policies) == 301
     assert {(p.priority, p.title) for p in policy_set.policies} == {(10, "shared defaults")}
+
+
+def test_a_long_string_aliased_many_times_is_refused_within_bounded_memory(tmp_path: Path) -> None:
+    """A 140 KB policy file standing for a billion characters: before, ``policy check`` ran
+    past 1.5 GB (MemoryError writing the set's JSON); a 1.4 MB one stands for 100 GB. Run
+    in a child limited to 1 GiB of address space and 120 s, so a regression fails here."""
+    root = directory(tmp_path, {"long.yaml": long_laughs(100_000, 10_000)})
+    done = bounded([sys.executable, "-m", "control_plane.cli", "policy", "check", str(root)])
+    assert done.returncode == 3, done.stderr[-2000:]
+    assert "long.yaml:6:12: yaml_aliases: aliases repeat" in done.stderr
 
 
 def test_a_policy_test_file_of_laughs_is_refused(tmp_path: Path) -> None:
