@@ -55,6 +55,22 @@ _ALLOWED_MIXES = (
 )
 
 
+MAX_INTENT = 512
+"""characters a search intent may have, as received and once normalised: NFKC expands
+compatibility characters (U+FDFA is 18 characters and four words), so a bound on the text
+received alone let 512 of them become 9,216 characters for the engine to search"""
+
+
+def too_long(normalised: str) -> str | None:
+    """Why a normalised intent is longer than :data:`MAX_INTENT`, or None when it is not."""
+    if len(normalised) <= MAX_INTENT:
+        return None
+    return (
+        f"intent has {len(normalised):,} characters once normalised (compatibility characters"
+        f" such as \ufdfa expand); at most {MAX_INTENT}"
+    )
+
+
 @dataclass(frozen=True)
 class NormalisedIntent:
     """An intent after :func:`normalise_intent`, with what normalisation did to it."""

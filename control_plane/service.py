@@ -54,7 +54,7 @@ from control_plane.executor import (
     tier_batches,
     tiers_for,
 )
-from control_plane.intent_text import NormalisedIntent, search_intent
+from control_plane.intent_text import MAX_INTENT, NormalisedIntent, search_intent, too_long
 from control_plane.matches import Matches
 from control_plane.percolation_guess import Guessing
 from control_plane.plan import Composition
@@ -85,7 +85,7 @@ class SearchRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    intent: str = Field(min_length=1, max_length=512)
+    intent: str = Field(min_length=1, max_length=MAX_INTENT)
     user_id: str | None = Field(default=None, pattern=IDENTIFIER)
     cohorts: tuple[Annotated[str, Field(pattern=IDENTIFIER)], ...] = Field(default=(), max_length=10)
     market: str | None = Field(default=None, pattern=r"^[a-z]{2}$")
@@ -101,8 +101,12 @@ class SearchRequest(BaseModel):
     @field_validator("intent")
     @classmethod
     def _intent(cls, value: str) -> str:
-        if not search_intent(value).text:  # (remembered: compiling normalises it again)
+        text = search_intent(value).text  # (remembered: compiling normalises it again)
+        if not text:
             raise ValueError("intent is empty once invisible characters and spaces are removed")
+        problem = too_long(text)  # the bound holds for what is searched, not only what came
+        if problem is not None:
+            raise ValueError(problem)
         return value
 
 

@@ -81,7 +81,7 @@ from pydantic import (
 )
 
 from control_plane.errors import PolicyError, PolicyLoadError
-from control_plane.intent_text import normalise
+from control_plane.intent_text import MAX_INTENT, normalise, too_long
 from control_plane.loader import (
     PYDANTIC_CODES,
     SUFFIXES,
@@ -246,7 +246,7 @@ class TestCase(Frozen):
     __test__: ClassVar[bool] = False  # not a pytest class
 
     name: str = Field(min_length=1, max_length=200)
-    intent: str = Field(min_length=1, max_length=512)
+    intent: str = Field(min_length=1, max_length=MAX_INTENT)
     cohorts: tuple[Annotated[str, Field(pattern=IDENTIFIER)], ...] = Field(default=(), max_length=10)
     user: str | None = Field(default=None, pattern=IDENTIFIER)
     market: str | None = Field(default=None, pattern=r"^[a-z]{2}$")
@@ -258,8 +258,12 @@ class TestCase(Frozen):
     @field_validator("intent")
     @classmethod
     def _intent(cls, value: str) -> str:
-        if not normalise(value):
+        text = normalise(value)
+        if not text:
             raise ValueError("intent is empty once invisible characters and spaces are removed")
+        problem = too_long(text)  # what a search request refuses (control_plane.service)
+        if problem is not None:
+            raise ValueError(problem)
         return value
 
     @field_validator("cohorts")
