@@ -5,7 +5,10 @@ reads it.
 2. the message is normalised by :mod:`control_plane.intent_text`, like every intent:
    NFKC, invisible characters (control, format, zero-width, bidi, private-use) removed,
    mixed-script words mapped to their Latin look-alikes, white space collapsed; the flags
-   ``control_characters`` and ``mixed_script`` say when it had to;
+   ``control_characters`` and ``mixed_script`` say when it had to. The size cap holds for
+   the normalised text too: NFKC expands compatibility characters (U+3316 is six
+   katakana), and the patterns below are quadratic in the length of one word (2,000 U+3316
+   made a 12,000-character word that took 0.7 s to screen);
 3. PII is redacted: e-mail addresses become ``[email]``, phone numbers (9 digits or more,
    with the usual separators) become ``[phone]``;
 4. injection heuristics are recorded as ``flags``. They are evidence for the audit trail,
@@ -47,8 +50,9 @@ INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 
 
 class MessageTooLarge(ValueError):
-    def __init__(self, length: int, limit: int) -> None:
-        super().__init__(f"the message has {length} characters; messages are limited to {limit}")
+    def __init__(self, length: int, limit: int, normalised: bool = False) -> None:
+        once = " once normalised" if normalised else ""
+        super().__init__(f"the message has {length} characters{once}; messages are limited to {limit}")
         self.length, self.limit = length, limit
 
 
@@ -97,6 +101,8 @@ def screen(message: str, *, max_chars: int = 2000) -> Screened:
     if len(message) > max_chars:
         raise MessageTooLarge(len(message), max_chars)
     normalised = normalise_intent(message)
+    if len(normalised.text) > max_chars:  # before any pattern reads it (module docstring)
+        raise MessageTooLarge(len(normalised.text), max_chars, normalised=True)
     flags = list(normalisation_flags(normalised))
     cleaned, pii = redact(normalised.text)
     flags.extend(pii)
