@@ -38,6 +38,8 @@ ERROR_CODES: dict[str, str] = {
     "unknown_capture": "a rule uses '{name}' that its trigger does not capture",
     "duplicate_id": "two policies share an id, or two vocabularies a name (each is reported)",
     "unknown_vocabulary": "a rule or a vocabulary trigger names a vocabulary that does not exist",
+    "phrase_too_long": "a trigger phrase, pattern cue, 'unless' phrase or vocabulary word is longer"
+    " than an intent can be (512 characters once normalised): it could never match",
     "match_field_type": "a rule's match does not fit its field's mapping type (words/phrase"
     " need a text field, terms a keyword field)",
     "governance_field": "a rule filters, excludes, boosts or buries a field governance forbids",

@@ -39,6 +39,7 @@ from pydantic_core import ErrorDetails
 
 from control_plane import yaml_aliases
 from control_plane.errors import ERROR_CODES, PolicyError, PolicyLoadError
+from control_plane.intent_text import MAX_INTENT, normalise
 from control_plane.policy import (
     BoostRule,
     BuryRule,
@@ -255,8 +256,11 @@ def check_policy_set(
                 f"vocabulary {vocabulary.name!r} is defined {names[vocabulary.name]} times",
                 "vocabulary", index, ("name",),
             ))
+    for index, vocabulary in enumerate(vocabularies):
+        found += _long_words(vocabulary, index)
     known = set(names) | broken_vocabularies
     for index, policy in enumerate(policies):
+        found += _long_phrases(policy, index)
         found += _vocabulary_violations(policy, index, known)
         found += [
             Violation(code, message, "policy", index, loc)
@@ -265,6 +269,44 @@ def check_policy_set(
         if governance is not None:
             found += _governance_violations(policy, index, governance, roles)
     return found
+
+
+def _too_long(text: str) -> str | None:
+    """Why a trigger text can never match (longer than any intent once normalised), or None.
+    Such a text is refused where it is written: nothing could use it, and lint's analysis
+    of a trigger's word runs is cubic in its length (a draft of 8,000 words fits the API's
+    body limit and took lint a quarter of an hour)."""
+    length = len(normalise(text))
+    if length <= MAX_INTENT:
+        return None
+    return (
+        f"{length:,} characters once normalised: an intent has at most {MAX_INTENT}, so this"
+        " text could never match one"
+    )
+
+
+def _long_phrases(policy: Policy, index: int) -> Iterator[Violation]:
+    """Trigger phrases, pattern cues and ``unless`` phrases too long to match (:func:`_too_long`)."""
+    trigger = policy.trigger
+    texts: list[tuple[str, Loc]] = []
+    if trigger.kind in ("exact", "phrase", "any"):
+        texts += [(value, ("trigger", trigger.kind, n)) for n, value in enumerate(trigger.values)]
+    for n, pattern in enumerate(trigger.patterns):
+        texts += [(cue, ("trigger", "pattern", n)) for cue in pattern.cues]
+    texts += [(phrase, ("trigger", "unless", n)) for n, phrase in enumerate(trigger.unless)]
+    for text, loc in texts:
+        problem = _too_long(text)
+        if problem is not None:
+            yield Violation("phrase_too_long", problem, "policy", index, loc)
+
+
+def _long_words(vocabulary: Vocabulary, index: int) -> Iterator[Violation]:
+    """Vocabulary words too long to match (:func:`_too_long`)."""
+    for value, words in vocabulary.entries.items():
+        for n, word in enumerate(words):
+            problem = _too_long(word)
+            if problem is not None:
+                yield Violation("phrase_too_long", problem, "vocabulary", index, ("entries", value, n))
 
 
 def _vocabulary_violations(policy: Policy, index: int, known: set[str]) -> Iterator[Violation]:

@@ -549,6 +549,7 @@ ONE_ERROR_EACH = {
     "  - pin: {ids: [a, b, c, d, e, f]}\n",
     "governance_sponsored": HEAD + "trigger: {any: [x]}\nrules:\n"
     "  - sponsored: {ids: [a, b, c, d]}\n",
+    "phrase_too_long": HEAD + "trigger: {phrase: [" + "x" * 513 + "]}\n" + RULE,
 }
 
 
