@@ -88,11 +88,21 @@ def measure(root: yaml.Node) -> int:
     return sizes[id(root)]
 
 
+class NestingError(yaml.YAMLError):
+    """A document nested deeper than PyYAML's recursive composer can go: a ``YAMLError``
+    every reader already reports, not a ``RecursionError`` out of it."""
+
+    def __init__(self) -> None:
+        super().__init__("the YAML is nested too deeply")
+
+
 def compose(text: str) -> yaml.Node | None:
     """``yaml.compose(text)`` (one document), measured."""
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
+    except RecursionError:
+        raise NestingError() from None
     finally:
         loader.dispose()
     if node is not None:
@@ -101,8 +111,8 @@ def compose(text: str) -> yaml.Node | None:
 
 
 def safe_load(text: str) -> Any:
-    """``yaml.safe_load(text)``: the same value, the same errors, and :class:`AliasError`
-    for a document its aliases would blow up."""
+    """``yaml.safe_load(text)``: the same value, the same errors, :class:`AliasError` for a
+    document its aliases would blow up and :class:`NestingError` for one nested too deeply."""
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
@@ -110,6 +120,8 @@ def safe_load(text: str) -> Any:
             return None
         measure(node)
         return loader.construct_document(node)
+    except RecursionError:
+        raise NestingError() from None
     finally:
         loader.dispose()
 

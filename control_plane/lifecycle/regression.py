@@ -90,6 +90,8 @@ def _parse(path: Path, text: str) -> tuple[Any, list[int]]:
         data = json.loads(text) if path.suffix == ".json" else yaml_aliases.safe_load(text)
     except json.JSONDecodeError as error:
         raise QueryFileError(f"{path}:{error.lineno}: invalid JSON: {error.msg}") from error
+    except RecursionError:  # json's decoder recurses per level
+        raise QueryFileError(f"{path}:1: invalid JSON: nested too deeply") from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         line = mark.line + 1 if mark is not None else 1

@@ -163,6 +163,25 @@ def test_every_other_yaml_file_is_measured_before_it_is_built(tmp_path: Path, re
     assert "aliases repeat" in str(raised.value)
 
 
+@pytest.mark.parametrize("reader", sorted(READERS))
+def test_every_other_yaml_file_nested_too_deeply_is_its_readers_error(tmp_path: Path, reader: str) -> None:
+    """PyYAML composes recursively: 3,000 nested lists were a RecursionError out of every
+    reader (a traceback from the CLI), not the error each reports for a bad file."""
+    read, refusal = READERS[reader]
+    path = tmp_path / "deep.yaml"
+    path.write_text("a: " + "[" * 3000 + "]" * 3000 + "\n", encoding="utf-8")
+    with pytest.raises(refusal) as raised:
+        read(path)
+    assert "nested too deeply" in str(raised.value)
+
+
+def test_a_json_query_file_nested_too_deeply_is_a_query_file_error(tmp_path: Path) -> None:
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    with pytest.raises(QueryFileError, match="nested too deeply"):
+        load_queries(path)
+
+
 def test_policy_check_answers_laughs_with_the_located_error_and_exit_3(tmp_path: Path) -> None:
     root = directory(tmp_path, {"laughs.yaml": laughs(10)})
     done = subprocess.run(
