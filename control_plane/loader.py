@@ -276,6 +276,8 @@ def _too_long(text: str) -> str | None:
     Such a text is refused where it is written: nothing could use it, and lint's analysis
     of a trigger's word runs is cubic in its length (a draft of 8,000 words fits the API's
     body limit and took lint a quarter of an hour)."""
+    if len(text) <= MAX_INTENT and text.isascii():  # normalising never lengthens ASCII
+        return None
     length = len(normalise(text))
     if length <= MAX_INTENT:
         return None
