@@ -196,7 +196,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
     from control_plane.api import create_app
-    from control_plane.api.serving import lean_log_records, log_config, run_workers
+    from control_plane.api.serving import BoundedHttpToolsProtocol, lean_log_records, log_config, run_workers
 
     host, port = args.host or settings.api.host, args.port or settings.api.port
     workers = args.workers or os.cpu_count() or 1
@@ -207,18 +207,19 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
             " it (each worker then has an id of its own) or serve with --workers 1",
             EXIT_USAGE,
         )
-    logging_options: dict[str, Any] = {
-        "log_level": "info", "log_config": log_config(), "access_log": settings.api.access_log
+    options: dict[str, Any] = {
+        "log_level": "info", "log_config": log_config(), "access_log": settings.api.access_log,
+        "http": BoundedHttpToolsProtocol,
     }
     if workers == 1:
         lean_log_records()
         app = create_app(_service(args, settings), clock=CLOCK)
-        uvicorn.run(app, host=host, port=port, **logging_options)
+        uvicorn.run(app, host=host, port=port, **options)
         return EXIT_OK
     if args.config:  # the workers read their settings again, from the same file
         os.environ["GOVSEARCH_CONFIG"] = str(Path(args.config).resolve())
     os.environ["GOVSEARCH_CATALOG"] = settings.selected_catalog  # ... for the same catalog
-    run_workers("control_plane.api.worker:build", workers=workers, host=host, port=port, **logging_options)
+    run_workers("control_plane.api.worker:build", workers=workers, host=host, port=port, **options)
     return EXIT_OK
 
 
