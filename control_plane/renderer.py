@@ -26,8 +26,12 @@ ranking is the one the layers describe; no scoring layer can add a product.
 
 Tiers change the base text clause only (``fulltext_match.json.j2``): strict needs every
 term (``cross_fields``, ``operator: and``), relaxed 60% of them (``minimum_should_match``),
-broad any term with typos (``best_fields``, ``fuzziness: AUTO``). Synonyms are
-alternative text clauses (any one must match); the title phrase only adds score.
+broad any term with typos (``best_fields``, ``fuzziness: AUTO``) for a text of at most
+:data:`FUZZY_MAX_CHARS` characters, any term as written for a longer one: the engine
+builds an automaton per fuzzy term and field, about 0.75 ms per character of the text
+here, so a 512-character intent of made-up words cost it 0.2-0.3 s where a search costs
+1-2 ms. Synonyms are alternative text clauses (any one must match); the title phrase only
+adds score.
 
 Economics multiplies the score by ``1 + ln(1 + m * margin) + ln(1 + p * popularity)``
 (``field_value_factor`` with ``factor`` = the plan's weight, ``modifier: ln1p``,
@@ -654,6 +658,10 @@ def _weighted(fields: Sequence[WeightedField]) -> list[str]:
     return [f"{f.field}^{_finite('a full-text field weight', float(f.weight))}" for f in fields]
 
 
+FUZZY_MAX_CHARS = 64
+"""the longest text the broad tier forgives typos in (module docstring)"""
+
+
 def _base_query(plan: Plan, profile: CatalogProfile, tier: Tier, names: _Names) -> dict[str, Any]:
     if plan.route == "browse" or not plan.residual.strip():
         return _clause("base_query.json.j2", matches=[], phrases=[])
@@ -664,7 +672,10 @@ def _base_query(plan: Plan, profile: CatalogProfile, tier: Tier, names: _Names) 
     texts = [(plan.residual, "fulltext_match")]
     texts += [(s, "fulltext_synonym") for s in plan.synonyms if s.strip()]
     matches = [
-        _clause("fulltext_match.json.j2", text=t, fields=weighted, tier=tier, name=names.unique(n))
+        _clause(
+            "fulltext_match.json.j2", text=t, fields=weighted, tier=tier, name=names.unique(n),
+            fuzzy=len(t) <= FUZZY_MAX_CHARS,
+        )
         for t, n in texts
     ]
     phrase = _clause(
