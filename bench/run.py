@@ -237,6 +237,7 @@ def _http_lines(served: dict[str, Any]) -> list[str]:
             label, lat["p50_ms"], lat["p95_ms"], lat["p99_ms"],
             *(_ratio(lat[stat], raw[stat]) for stat in ("p50_ms", "p95_ms", "p99_ms")),
         ]))
+    lines += _lean_lines(served.get("single_client_lean"))
     lines += [
         "",
         _throughput_heading(served),
@@ -263,6 +264,33 @@ def _http_lines(served: dict[str, Any]) -> list[str]:
     trips = served["engine_round_trips"]
     lines.append(f"\nEngine round trips per search: {trips['warm_mean']} warm,"
                  f" {trips.get('new_user_mean', '-')} new user, {trips['cold_mean']} cold.")
+    return lines
+
+
+def _lean_lines(lean: dict[str, Any] | None) -> list[str]:
+    """The same single client through ``http.client`` (:func:`bench.http._lean_single_client`):
+    none in a result from before it was measured."""
+    if not lean:
+        return []
+    latency = lean["latency"]
+    raw = latency["raw"]
+    lines = [
+        "",
+        "The same rounds through the standard library's `http.client` (a lean client: httpx costs"
+        " about 0.6 ms a request on both sides, which dilutes every ratio above; informational, the"
+        " targets keep the httpx figures):",
+        "",
+        _row(["lean single client", "p50 ms", "p95 ms", "p99 ms", "p50 / raw", "p95 / raw", "p99 / raw"]),
+        _row(["---"] * 7),
+    ]
+    labels = (("governed", "warm"), ("governed_cold", "cold"), ("governed_written", "warm, written"),
+              ("floor", "floor"), ("raw", "raw"))
+    for variant, label in labels:
+        lat = latency[variant]
+        lines.append(_row([
+            label, lat["p50_ms"], lat["p95_ms"], lat["p99_ms"],
+            *(_ratio(lat[stat], raw[stat]) for stat in ("p50_ms", "p95_ms", "p99_ms")),
+        ]))
     return lines
 
 

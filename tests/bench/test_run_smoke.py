@@ -69,6 +69,10 @@ def test_quick_run_writes_every_part_and_the_targets_from_its_data(own_engine: s
     single = result["http"]["single_client_warm"]
     assert {"governed", "governed_written", "pipeline", "floor", "raw"} <= set(single["latency"])
     assert {"written_ratio_p50", "pipeline_ratio_p50", "floor_ratio_p50"} <= set(single)
+    lean = result["http"]["single_client_lean"]  # the same rounds through http.client
+    assert set(lean["latency"]) == {"governed", "governed_cold", "governed_written", "floor", "raw"}
+    assert all(lean["latency"][v]["n"] == single["latency"][v]["n"] for v in lean["latency"])
+    assert "| lean single client | p50 ms |" in done.stdout
     assert all(figures["floor"] > 0 and figures["pipeline"] > 0 and figures["governed_written"] > 0
                and "governed_written_paired" in figures
                for figures in result["http"]["throughput_req_s"].values())
