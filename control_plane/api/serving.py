@@ -83,6 +83,24 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._heading = False
         super().on_headers_complete()
 
+    # A chunked body's last chunk (``0``) is followed by trailer headers, which llhttp parses
+    # with the head's callbacks (httptools keeps an incomplete one, uvicorn appends each to
+    # the request's headers): from a chunk's size line to its data (or to the message's end,
+    # after the trailers) is counted as a head is.
+    def on_chunk_header(self) -> None:
+        self._heading, self._head_bytes, self._begun = True, 0, self._begun + 1
+
+    def on_chunk_complete(self) -> None:
+        self._heading = False
+
+    def on_body(self, body: bytes) -> None:
+        self._heading = False
+        super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        self._heading = False
+        super().on_message_complete()
+
     def _refuse_head(self) -> None:
         self._heading = False  # nothing more is read: the connection closes
         self.logger.warning("A request head over %d bytes was refused (431).", MAX_HEAD_BYTES)
