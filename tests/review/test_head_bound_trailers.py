@@ -26,6 +26,9 @@ from control_plane.api.serving import BoundedHttpToolsProtocol
 async def app(scope, receive, send):
     if scope["type"] != "http":
         return
+    if scope["path"] == "/slow":
+        import asyncio
+        await asyncio.sleep(0.5)
     body = b'{"ok": true}'
     await send({"type": "http.response.start", "status": 200,
                 "headers": [(b"content-type", b"application/json"),
@@ -115,3 +118,23 @@ def test_chunked_bodies_and_short_trailers_are_still_served(served: tuple[int, i
             received += chunk
     assert received.count(b"HTTP/1.1 200 ") == 2, received[:300]
     assert b"431" not in received
+
+
+def test_a_pipelined_head_over_the_bound_does_not_take_the_answer_of_the_request_before_it(
+    served: tuple[int, int],
+) -> None:
+    """HTTP/1.1 answers in request order: the 431 for the second request may not be read as
+    the first one's answer (which the server computed, and recorded, meanwhile)."""
+    port, _ = served
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\nX-Big: ")
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            for _ in range(4):
+                sock.sendall(b"b" * 65536)
+                time.sleep(0.01)
+        received = b""
+        sock.settimeout(3)
+        with contextlib.suppress(TimeoutError, ConnectionResetError):
+            while chunk := sock.recv(65536):
+                received += chunk
+    assert received.startswith(b"HTTP/1.1 200 "), received[:200]
