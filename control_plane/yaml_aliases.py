@@ -126,6 +126,23 @@ def safe_load(text: str) -> Any:
         loader.dispose()
 
 
+def safe_load_all(text: str) -> list[Any]:
+    """``list(yaml.safe_load_all(text))``, each document measured before it is built (the
+    errors of :func:`safe_load`)."""
+    loader = yaml.SafeLoader(text)
+    try:
+        documents = []
+        while loader.check_node():
+            node = loader.get_node()
+            measure(node)
+            documents.append(loader.construct_document(node))
+        return documents
+    except RecursionError:
+        raise NestingError() from None
+    finally:
+        loader.dispose()
+
+
 def _children(node: yaml.Node) -> list[yaml.Node]:
     if isinstance(node, yaml.SequenceNode):
         return list(node.value)

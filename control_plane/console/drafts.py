@@ -53,7 +53,9 @@ def read_policy(text: str) -> ReadDraft:
             message=f"write exactly one policy mapping here (found {len(policies)})",
             file=DRAFT_FILE, line=1, column=1,
         )])
-    return ReadDraft(_plain(yaml_aliases.safe_load(text)))
+    # the one document the loader found it in (others are empty: a text may end with ---)
+    documents = [d for d in yaml_aliases.safe_load_all(text) if d is not None]
+    return ReadDraft(_plain(documents[0]))
 
 
 def read_tests(name: str, text: str) -> ReadTests:
@@ -74,16 +76,19 @@ def read_tests(name: str, text: str) -> ReadTests:
             load_suite(root)
         except SuiteLoadError as error:
             return ReadTests([], error.errors)
-    data = yaml_aliases.safe_load(text)
-    if data is None:
-        return ReadTests([])
-    if isinstance(data, dict):  # {now: ..., cases: [...]}: the file's now on each case without one
-        moment = _plain(data.get("now"))
-        cases = _plain(data.get("cases") or [])
-        if moment is not None:
-            cases = [case if "now" in case else {**case, "now": moment} for case in cases]
-        return ReadTests(cases)
-    return ReadTests(_plain(data))
+    cases: list[dict[str, Any]] = []
+    for data in yaml_aliases.safe_load_all(text):  # one or more documents, as the suite reads them
+        if data is None:
+            continue
+        if isinstance(data, dict):  # {now: ..., cases: [...]}: the document's now on each case without one
+            moment = _plain(data.get("now"))
+            found = _plain(data.get("cases") or [])
+            if moment is not None:
+                found = [case if "now" in case else {**case, "now": moment} for case in found]
+            cases += found
+        else:
+            cases += _plain(data)
+    return ReadTests(cases)
 
 
 def _plain(value: Any) -> Any:
