@@ -28,7 +28,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
@@ -113,11 +113,12 @@ def load_policy_set(
             for policy, source in policies:
                 line, _ = _position(source.node, (*source.base, "id"))
                 locations.setdefault(policy.id, f"{source.file}:{line}")
+        read_policies, read_vocabularies = [p for p, _ in policies], [v for v, _ in vocabularies]
         for violation in check_policy_set(
-            [p for p, _ in policies], [v for v, _ in vocabularies], governance,
+            read_policies, read_vocabularies, governance,
             broken_vocabularies=reading.broken_vocabularies, roles=roles,
             field_types=field_types,
-        ):
+        ) + written_violations(read_policies, read_vocabularies):
             sources = policies if violation.subject == "policy" else vocabularies
             reading.errors.append(sources[violation.index][1].error(violation))
         if reading.errors or governance is None:
@@ -156,12 +157,22 @@ def build_policy_set(
     roles: FieldRoles | None = None,
     *,
     field_types: FieldTypes | None = None,
+    written: Sequence[str] = (),
 ) -> PolicySet:
     """Freeze already validated models (e.g. from the API) after the same cross-checks as
-    the loader. Errors name ``policy:<id>`` or ``vocabulary:<name>`` instead of a file."""
+    the loader, and :func:`written_violations` for the policies whose ids are ``written``
+    (a draft's, a suggestion's: the others are a stored set's, rebuilt as they are). Errors
+    name ``policy:<id>`` or ``vocabulary:<name>`` instead of a file."""
     violations = check_policy_set(
         policies, vocabularies, governance, roles=roles, field_types=field_types
     )
+    if written:
+        fresh = set(written)
+        indices = [index for index, policy in enumerate(policies) if policy.id in fresh]
+        violations += [
+            replace(violation, index=indices[violation.index])
+            for violation in written_violations([policies[index] for index in indices])
+        ]
     if violations:
         errors = []
         for violation in violations:
@@ -256,11 +267,8 @@ def check_policy_set(
                 f"vocabulary {vocabulary.name!r} is defined {names[vocabulary.name]} times",
                 "vocabulary", index, ("name",),
             ))
-    for index, vocabulary in enumerate(vocabularies):
-        found += _long_words(vocabulary, index)
     known = set(names) | broken_vocabularies
     for index, policy in enumerate(policies):
-        found += _long_phrases(policy, index)
         found += _vocabulary_violations(policy, index, known)
         found += [
             Violation(code, message, "policy", index, loc)
@@ -268,6 +276,21 @@ def check_policy_set(
         ]
         if governance is not None:
             found += _governance_violations(policy, index, governance, roles)
+    return found
+
+
+def written_violations(
+    policies: Sequence[Policy], vocabularies: Sequence[Vocabulary] = ()
+) -> list[Violation]:
+    """What may not be *written*, though a set stored before the check came in still loads
+    and is rebuilt as it is (the kill switch disables a policy of it, a draft or a suggestion
+    adds one to it): a trigger text too long to match (``phrase_too_long``). Called on the
+    files a directory holds, and on the policies a draft or a suggestion writes."""
+    found: list[Violation] = []
+    for index, vocabulary in enumerate(vocabularies):
+        found += _long_words(vocabulary, index)
+    for index, policy in enumerate(policies):
+        found += _long_phrases(policy, index)
     return found
 
 

@@ -134,8 +134,9 @@ def safe_load_all(text: str) -> list[Any]:
         documents = []
         while loader.check_node():
             node = loader.get_node()
-            measure(node)
-            documents.append(loader.construct_document(node))
+            if node is not None:  # (check_node said there is one)
+                measure(node)
+                documents.append(loader.construct_document(node))
         return documents
     except RecursionError:
         raise NestingError() from None

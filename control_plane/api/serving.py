@@ -66,8 +66,12 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     _heading = False
     _head_bytes = 0
     _begun = 0
+    _refused = False
+    """a head was refused: nothing more is read, the 431 goes once the answers before it have"""
 
     def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return
         begun = self._begun
         super().data_received(data)
         if self._heading:
@@ -101,9 +105,27 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._heading = False
         super().on_message_complete()
 
+    def on_response_complete(self) -> None:
+        super().on_response_complete()  # (resumes reading, starts a request queued behind)
+        if self._refused:
+            self.flow.pause_reading()
+            if not self._answering():
+                self._send_refusal()
+
+    def _answering(self) -> bool:
+        """An answer is under way, or requests that came before the refused head wait for
+        theirs (HTTP/1.1 answers in the order of the requests)."""
+        return (self.cycle is not None and not self.cycle.response_complete) or bool(self.pipeline)
+
     def _refuse_head(self) -> None:
-        self._heading = False  # nothing more is read: the connection closes
+        self._heading, self._refused = False, True
+        self.flow.pause_reading()  # nothing more of this connection is read
         self.logger.warning("A request head over %d bytes was refused (431).", MAX_HEAD_BYTES)
+        if not self._answering():
+            self._send_refusal()
+
+    def _send_refusal(self) -> None:
+        """The 431, then the connection closed."""
         body = _too_large()
         head = [b"HTTP/1.1 431 Request Header Fields Too Large\r\n"]
         for name, value in self.server_state.default_headers:

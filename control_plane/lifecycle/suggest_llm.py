@@ -29,7 +29,7 @@ from control_plane.lifecycle.suggest import (
     policy_id,
     triggered_exactly,
 )
-from control_plane.loader import check_policy_set
+from control_plane.loader import check_policy_set, written_violations
 from control_plane.matcher import clean_intent
 from control_plane.policy import Policy, PolicySet
 
@@ -220,6 +220,7 @@ def _validated(
         first = error.errors()[0]
         raise ValueError(f"invalid policy: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
     violations = check_policy_set([policy], existing.vocabularies, existing.governance)
+    violations += written_violations([policy])
     if violations:
         raise ValueError(f"breaks governance: {violations[0].message}")
     seen.add(intent)

@@ -257,7 +257,9 @@ class Workflow:
             raise PolicyLoadError(_problems(error, f"policy:{data.get('id', '?')}")) from error
         base = self._draft_base()
         others = [p for p in base.policy_set.policies if p.id != policy.id]
-        return self._redraft(principal, base, [*others, policy], reason or f"draft {policy.id}")
+        return self._redraft(
+            principal, base, [*others, policy], reason or f"draft {policy.id}", written=(policy.id,)
+        )
 
     def delete_policy(self, principal: Principal, policy_id: str, reason: str | None) -> VersionState:
         with self._refusals(principal, "draft", None, policy_id):
@@ -298,7 +300,7 @@ class Workflow:
             return None
         policy_set = build_policy_set(
             [*base.policy_set.policies, *fresh], base.policy_set.vocabularies, base.policy_set.governance,
-            self.profile,
+            self.profile, written=[p.id for p in fresh],
         )
         suite = self._suite(base.suite_sha256)
         version = self._stage(
@@ -646,10 +648,12 @@ class Workflow:
             return self.environment("live")
 
     def _redraft(
-        self, principal: Principal, base: Environment, policies: list[Policy], reason: str
+        self, principal: Principal, base: Environment, policies: list[Policy], reason: str,
+        written: tuple[str, ...] = (),
     ) -> VersionState:
         policy_set = build_policy_set(
-            policies, base.policy_set.vocabularies, base.policy_set.governance, self.profile
+            policies, base.policy_set.vocabularies, base.policy_set.governance, self.profile,
+            written=written,
         )
         suite = self._suite(base.suite_sha256)
         version = self._stage(

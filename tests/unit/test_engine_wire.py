@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import gzip
 import socket
+import ssl
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 import urllib3
@@ -196,3 +199,46 @@ def test_a_refused_connection_is_an_error() -> None:
         with pytest.raises(WireError) as refused:
             wire.exchange("GET", "/", None, "application/json", 1)
         assert not isinstance(refused.value, WireTimeout)
+
+
+def test_over_tls_a_slowly_read_request_times_out_by_the_whole_timeout(tmp_path: Path) -> None:
+    """A large body to an engine over TLS that reads 16 KB every 50 ms (8 MB would take
+    25 s): the exchange fails at its timeout. (``ssl``'s write gives one deadline to the
+    whole of each write, and ``sendall`` over TLS is one write: checked, since a plain
+    socket's ``sendall`` is bounded as a whole only since Python 3.5.)"""
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
+         str(cert), "-days", "1", "-subj", "/CN=127.0.0.1"],
+        check=True, capture_output=True,
+    )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    stop = threading.Event()
+
+    def slow_reader() -> None:
+        try:
+            conn, _ = server.accept()
+            with context.wrap_socket(conn, server_side=True) as tls:
+                while not stop.is_set() and tls.recv(16384):
+                    time.sleep(0.05)
+        except OSError:
+            return
+
+    thread = threading.Thread(target=slow_reader, daemon=True)
+    thread.start()
+    pool = urllib3.HTTPSConnectionPool("127.0.0.1", port, maxsize=1, cert_reqs="CERT_NONE")
+    wire = Wire(lambda: pool, {})
+    started = time.monotonic()
+    try:
+        with pytest.raises(WireTimeout):
+            wire.exchange("POST", "/_bulk", b"x" * 8_000_000, "application/x-ndjson", 0.5)
+        assert time.monotonic() - started < 3  # the timeout and a generous margin; not ~30 s
+    finally:
+        stop.set()
+        server.close()
+        thread.join(timeout=5)

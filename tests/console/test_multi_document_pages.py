@@ -1,5 +1,5 @@
-"""Review: the console over the real engine, a test file of two documents (valid:
-docs/policy-tests.md) and a draft ending in ``---``: 500 internal_error before the fix."""
+"""The console over the real engine: a test file of two documents (valid:
+docs/policy-tests.md) and a draft ending in ``---`` are read (500 internal_error before)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Review: a console draft or test file of more than one YAML document.
+"""A console draft or test file of more than one YAML document.
 
 docs/policy-tests.md: a test file holds cases "in one or more ``---`` documents", and the
 suite loader reads them so; the console's ``read_tests`` (and ``read_policy``, for a draft
