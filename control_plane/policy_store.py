@@ -30,7 +30,7 @@ import itertools
 import json
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -369,20 +369,36 @@ def single_target(engine: Engine, alias: str, code: str = POLICY_SET_AMBIGUOUS) 
     return targets[0] if targets else None
 
 
-def point_alias(engine: Engine, alias: str, index: str, *, expected: str | None) -> None:
+def move_actions(alias: str, index: str, expected: str) -> list[dict[str, Any]]:
+    """The ``_aliases`` actions moving ``alias`` from ``expected`` (it must be there) to
+    ``index`` alone."""
+    return [
+        {"remove": {"index": expected, "alias": alias, "must_exist": True}},
+        {"remove": {"index": "*", "alias": alias, "must_exist": False}},  # anything else: one after
+        {"add": {"index": index, "alias": alias}},
+    ]
+
+
+def point_alias(
+    engine: Engine,
+    alias: str,
+    index: str,
+    *,
+    expected: str | None,
+    also: Sequence[Mapping[str, Any]] = (),
+) -> None:
     """Move ``alias`` from ``expected`` (None: the alias does not exist yet) to ``index`` in
     one conditional ``_aliases`` call; AliasMoved when the alias is not on ``expected`` any
-    more. Afterwards the alias is on ``index`` alone. ``index`` must exist."""
+    more. Afterwards the alias is on ``index`` alone. ``index`` must exist. ``also``: more
+    actions applied in the same atomic call (a move intent's marker step); when one of
+    their conditions fails while the alias is still on ``expected``, the EngineError."""
     actions: list[dict[str, Any]]
     if expected is None:
         _claim_placeholder(engine, alias)
-        actions = [{"remove_index": {"index": alias}}]
+        actions = [{"remove_index": {"index": alias}}, {"add": {"index": index, "alias": alias}}]
     else:
-        actions = [
-            {"remove": {"index": expected, "alias": alias, "must_exist": True}},
-            {"remove": {"index": "*", "alias": alias, "must_exist": False}},  # anything else: one after
-        ]
-    actions.append({"add": {"index": index, "alias": alias}})
+        actions = move_actions(alias, index, expected)
+    actions.extend(dict(action) for action in also)
     try:
         engine.update_aliases(actions)
     except EngineError as error:

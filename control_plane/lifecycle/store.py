@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -124,6 +124,9 @@ class LifecycleStore:
         self.registry = f"{prefix}-registry"
         self.history = f"{prefix}-history"
         self._ready = False
+        self.before_read: Callable[[], object] | None = None
+        """called before the history is read: completes the moves whose owner died between
+        the alias move and the event (:mod:`control_plane.lifecycle.intents`)"""
 
     def ensure(self) -> None:
         if self._ready:
@@ -194,6 +197,25 @@ class LifecycleStore:
         self.engine.index_document(self.history, event.event_id, event.as_json(), refresh=True)
         return event
 
+    def record_once(self, event: Event) -> bool:
+        """Write a move's event unless an event with its id is there already (its intent's
+        owner or another reader wrote it: ADR 0053); True when this call wrote it."""
+        self.ensure()
+        try:
+            self.engine.request(
+                "PUT", f"/{self.history}/_doc/{event.event_id}", body=event.as_json(),
+                params={"op_type": "create", "refresh": "true"},
+            )
+        except EngineError as error:
+            if error.status == 409:
+                return False
+            raise
+        return True
+
+    def has_event(self, event_id: str) -> bool:
+        self.ensure()
+        return self.engine.get_document(self.history, event_id, source=["event_id"]) is not None
+
     def new_event(self, actor: str, action: str, at: datetime, **fields: Any) -> Event:
         seq = time.time_ns()
         return Event(
@@ -218,8 +240,11 @@ class LifecycleStore:
         until: datetime | None = None,
         limit: int = 1000,
     ) -> list[Event]:
-        """History events matching every filter given, newest first."""
+        """History events matching every filter given, newest first (moves whose owner died
+        before writing their event completed first)."""
         self.ensure()
+        if self.before_read is not None:
+            self.before_read()
         filters: list[dict[str, Any]] = []
         for field, value in (
             ("env", env), ("policy_ids", policy_id), ("actor", actor), ("outcome", outcome),
