@@ -58,6 +58,11 @@ class CatalogSettings(Section):
 class PolicySettings(Section):
     dir: str = "policies"
     index_prefix: str = "govsearch-policies"
+    move_lease_s: float = Field(default=60.0, ge=0)
+    """how long an environment move stays in the hands of the process making it: a move
+    whose process died before writing its history event is completed by any other process
+    after this long, or at once by one on the same host that sees the process gone
+    (ADR 0053)"""
 
 
 class SearchSettings(Section):
@@ -252,6 +257,7 @@ ENV_OVERRIDES: dict[str, tuple[str, str]] = {
     "GOVSEARCH_CATALOG_FILE": ("catalog", "file"),
     "GOVSEARCH_POLICIES_DIR": ("policies", "dir"),
     "GOVSEARCH_POLICIES_INDEX_PREFIX": ("policies", "index_prefix"),
+    "GOVSEARCH_POLICIES_MOVE_LEASE": ("policies", "move_lease_s"),
     "GOVSEARCH_MIN_HITS": ("search", "min_hits"),
     "GOVSEARCH_TIER_BATCHING": ("search", "tier_batching"),
     "GOVSEARCH_PLAN_CACHE_SIZE": ("search", "plan_cache_size"),

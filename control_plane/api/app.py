@@ -86,6 +86,9 @@ def create_app(service: SearchService, *, clock: Clock) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app_: Any) -> AsyncIterator[Any]:
         size_thread_pool(service.settings.api.threads)  # the sync hop: engine calls, audit waits
+        # a move whose process died before its history event is completed before serving
+        # (ADR 0053); a reader of the history would do it too
+        await run_in_threadpool(app.state.workflow.settle_moves)
         if service.settings.api.cached_on_loop:
             app.state.loop_engine = AsyncEngine(
                 service.engine.url, service.engine.timeout_s,

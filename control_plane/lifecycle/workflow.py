@@ -35,6 +35,7 @@ is the workflow's ``clock`` (required; the edge that builds the workflow passes 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -52,6 +53,7 @@ from control_plane.errors import ERROR_CODES, PolicyError, PolicyLoadError
 from control_plane.lifecycle import lineage, regression
 from control_plane.lifecycle import lint as linting
 from control_plane.lifecycle.changes import policy_diff, summary, touched_policies
+from control_plane.lifecycle.intents import IntentGivenUp, Intents, Settled
 from control_plane.lifecycle.keys import Principal
 from control_plane.lifecycle.runner import SuiteReport, run_suite, without_plan_cache
 from control_plane.lifecycle.store import Event, LifecycleStore
@@ -61,6 +63,8 @@ from control_plane.policy import Policy, PolicySet
 from control_plane.service import SearchRequest, SearchService
 from control_plane.shopper_language import field_types_of
 from control_plane.times import Clock, iso
+
+log = logging.getLogger("govsearch.lifecycle")
 
 ENVIRONMENTS = ("staging", "live")
 AUTHORING = ("bootstrap", "apply", "draft", "tests", "suggest")
@@ -146,6 +150,12 @@ class Workflow:
         """the instant of every event, and the default instant of tests, diffs and lint"""
         self.prefix = settings.policies.index_prefix
         self.store = LifecycleStore(engine, self.prefix)
+        self.intents = Intents(
+            engine, self.prefix, self.store, clock=clock, lease_s=settings.policies.move_lease_s
+        )
+        """every move is written down before it is made; a reader completes a move whose
+        process died before its event (ADR 0053)"""
+        self.store.before_read = self.intents.settle
 
     # --- reading --------------------------------------------------------------------
 
@@ -207,6 +217,22 @@ class Workflow:
 
     def history(self, **filters: Any) -> list[Event]:
         return self.store.events(**filters)
+
+    def settle_moves(self) -> list[Settled]:
+        """Complete the moves whose process died between the alias move and the history
+        event (what any history read does first; a serving process does it as it starts).
+        Never raises: a failure is logged, and the next read tries again."""
+        try:
+            done = self.intents.settle()
+        except Exception as error:  # the engine is down: the next read settles
+            log.warning("could not settle the environment moves of %s: %s", self.prefix, error)
+            return []
+        for settled in done:
+            log.warning(
+                "%s of %s by %s (%s): intent %s %s", settled.action, settled.env, settled.actor,
+                (settled.version or "-")[:12], settled.intent_id, settled.state,
+            )
+        return done
 
     def files_of(self, version: str) -> dict[str, str]:
         """Policy id -> the file it was authored in, where known (for export)."""
@@ -723,23 +749,52 @@ class Workflow:
         """Move ``env``'s alias from ``previous`` (the index every check of this call read)
         to ``index``, then record the event: both, or (the alias moved back) neither. The
         move is a compare-and-swap: when another move won meanwhile, nothing is recorded and
-        the call is refused with ``concurrent_change`` naming the version that won."""
+        the call is refused with ``concurrent_change`` naming the version that won.
+
+        The event is written down first, as the move's intent, and the move's own alias call
+        marks the intent applied (:mod:`control_plane.lifecycle.intents`): if this process
+        dies between the move and the event, whoever reads the history next completes it."""
         alias = policy_store.alias_name(self.prefix, env)
+        intent = self.intents.open(env, alias, previous, index, event)
         try:
-            policy_store.point_alias(self.engine, alias, index, expected=previous)
+            policy_store.point_alias(
+                self.engine, alias, index, expected=previous, also=self.intents.applies(intent)
+            )
         except policy_store.AliasMoved as moved:
+            where = ", ".join(moved.current) or "no index"
+            self.intents.lost(intent, f"lost the compare-and-swap: {alias} is on {where}")
             raise self._concurrent_change(env, moved, event.version) from moved
+        except Exception as error:
+            # did the engine make the move (a timeout after it did), or not (and now never)?
+            if self.intents.after_failure(intent) != "applied":
+                if self.intents.marker(intent.intent_id, "open") in str(error):
+                    raise IntentGivenUp(
+                        f"the move of {env} to {(event.version or '')[:12]} outlived its lease"
+                        f" ({self.settings.policies.move_lease_s:g} s) and another process gave it"
+                        " up: nothing was moved or recorded; try again",
+                        status=503,
+                    ) from error
+                raise
         try:
-            self.store.record(event)
+            self.store.record_once(event)
         except Exception:
-            if previous is not None:
-                with suppress(policy_store.AliasMoved):  # moved on again: that move has its event
-                    policy_store.point_alias(self.engine, alias, previous, expected=index)
-            else:
-                self.engine.update_aliases([{"remove": {"index": index, "alias": alias}}])
-            raise
+            if not self._event_written(event):  # a write that failed may still have landed
+                back = (
+                    policy_store.move_actions(alias, previous, index) if previous is not None
+                    else [{"remove": {"index": index, "alias": alias, "must_exist": True}}]
+                )
+                with suppress(Exception):  # it stays applied: a reader records it
+                    self.intents.withdraw(intent, back)
+                raise
+        self.intents.recorded(intent)
         if self.on_move is not None:
             self.on_move(env)
+
+    def _event_written(self, event: Event) -> bool:
+        try:
+            return self.store.has_event(event.event_id)
+        except Exception:
+            return False
 
     def _concurrent_change(self, env: str, moved: policy_store.AliasMoved, wanted: str | None) -> Refused:
         won: str | None = None

@@ -22,6 +22,7 @@ from typing import Any
 
 from control_plane import policy_store
 from control_plane.engine import Engine
+from control_plane.lifecycle.intents import is_marker
 from control_plane.lifecycle.workflow import Workflow
 from tests.lifecycle.conftest import Lifecycle
 
@@ -44,15 +45,19 @@ class Held:
     """set once the request went through (answered or failed) and its caller resumed"""
     error: BaseException | None = None
 
+    def _actions(self) -> list[Mapping[str, Any]]:
+        """The call's alias actions but its move intent's marker step (ADR 0053)."""
+        actions = self.body.get("actions", []) if isinstance(self.body, Mapping) else []
+        return [a for a in actions if not any(is_marker(str(v.get("alias", ""))) for v in a.values())]
+
     def adds(self) -> list[str]:
         """The indices an ``_aliases`` call adds its alias to."""
-        actions = self.body.get("actions", []) if isinstance(self.body, Mapping) else []
-        return [a["add"]["index"] for a in actions if "add" in a]
+        return [a["add"]["index"] for a in self._actions() if "add" in a]
 
     def expects(self) -> list[str]:
         """What an ``_aliases`` call moves its alias from: the index it names in a
         ``remove`` (not ``*``), or the placeholder a first move consumes (``remove_index``)."""
-        actions = self.body.get("actions", []) if isinstance(self.body, Mapping) else []
+        actions = self._actions()
         named = [a["remove"]["index"] for a in actions if a.get("remove", {}).get("index", "*") != "*"]
         return named + [a["remove_index"]["index"] for a in actions if "remove_index" in a]
 

@@ -1,0 +1,305 @@
+"""A move's process dying between the alias move and its history event (ADR 0053,
+docs/lifecycle.md, Concurrent changes): every move is written down first as an intent,
+the move's own alias call marks it applied, and whoever reads the history next completes
+what a dead process left: the event of a move that was made (its actor's, marked
+recovered), nothing for one that was not (and it can never be made after that).
+
+In process, on the real engine: the "crash" is a BaseException raised by a wrapper around
+the engine at the chosen request (the workflow catches Exception only, so nothing of its
+own clean-up runs, as when the process dies). The process that owned the intent is made a
+dead one (a child process that exited) or another host's, so the readers here tell it gone,
+or do not and wait for its lease. tests/drills/test_crash_mid_move.py does the same with
+``govsearch serve`` processes killed for real."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pytest
+
+from control_plane import policy_store
+from control_plane.bootstrap import profile_of
+from control_plane.engine import Engine, EngineError
+from control_plane.lifecycle.intents import IntentGivenUp, this_process
+from control_plane.lifecycle.workflow import LIVE_MOVES, Refused, Workflow
+from tests.engines import DelegatingEngine
+from tests.lifecycle.conftest import Lifecycle
+from tests.lifecycle.test_history_semantics import candidate
+
+Picks = Callable[[str, str, Any], bool]
+
+
+class Crash(BaseException):
+    """The process died here."""
+
+
+class Crashing(DelegatingEngine):
+    """The real engine; the first request ``picks`` chooses never reaches it (``after``:
+    reaches it, and its answer never comes back): the process dies there."""
+
+    def __init__(self, real: Engine, picks: Picks, *, after: bool = False) -> None:
+        super().__init__(real)
+        self.picks, self.after = picks, after
+        self.crashed: tuple[str, str, Any] | None = None
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        params: Mapping[str, Any] | None = None,
+        timeout_s: float | None = None,
+    ) -> Any:
+        if self.crashed is not None or not self.picks(method, path, body):
+            return super().request(method, path, body, params, timeout_s)
+        self.crashed = (method, path, body)
+        if self.after:
+            with contextlib.suppress(EngineError):  # the engine's answer is lost with the process
+                super().request(method, path, body, params, timeout_s)
+        raise Crash(f"died at {method} {path}")
+
+
+def dead_owner() -> dict[str, Any]:
+    """This host's identity with the pid of a process that ran and exited."""
+    child = subprocess.Popen(["sleep", "0.2"])
+    me = this_process()
+    with open(f"/proc/{child.pid}/stat", encoding="ascii") as stat:
+        started = int(stat.read().rpartition(")")[2].split()[19])
+    child.wait()
+    return {**me, "pid": child.pid, "started": started}
+
+
+def elsewhere() -> dict[str, Any]:
+    """A process on another host: nobody here can tell whether it still runs."""
+    return {**this_process(), "host": "another-host"}
+
+
+def workflow(lc: Lifecycle, engine: Engine, owner: Callable[[], Mapping[str, Any]] | None = None) -> Workflow:
+    wf = Workflow(lc.settings, engine, profile_of(lc.settings), clock=lc.workflow.clock)
+    if owner is not None:
+        frozen = owner()
+        wf.intents.owner = lambda: frozen
+    return wf
+
+
+def alias_move(lc: Lifecycle, env: str) -> Picks:
+    alias = policy_store.alias_name(lc.settings.policies.index_prefix, env)
+    return lambda method, path, body: path == "/_aliases" and any(
+        a.get("add", {}).get("alias") == alias for a in body.get("actions", [])
+    )
+
+
+def event_write(lc: Lifecycle, action: str) -> Picks:
+    where = f"/{lc.workflow.store.history}/_doc/"
+    return lambda method, path, body: (
+        method == "PUT" and path.startswith(where) and isinstance(body, Mapping)
+        and body.get("action") == action
+    )
+
+
+def live_index(lc: Lifecycle) -> list[str]:
+    return lc.engine.alias_targets(policy_store.alias_name(lc.settings.policies.index_prefix, "live"))
+
+
+def index_of(lc: Lifecycle, version: str) -> str:
+    return policy_store.index_name(lc.settings.policies.index_prefix, version)
+
+
+def intents(lc: Lifecycle) -> dict[str, dict[str, Any]]:
+    """Every intent document, by id."""
+    wf = lc.workflow
+    lc.engine.refresh(wf.intents.index)
+    hits = lc.engine.search(wf.intents.index, {"size": 100, "query": {"match_all": {}}})["hits"]["hits"]
+    return {hit["_id"]: hit["_source"] for hit in hits}
+
+
+def markers(lc: Lifecycle) -> list[str]:
+    answer = lc.engine.request("GET", f"/{lc.workflow.intents.index}/_alias")
+    return sorted(alias for entry in answer.values() for alias in entry.get("aliases", {}))
+
+
+def crash_promotion(lc: Lifecycle, picks: Picks, owner: Callable[[], Mapping[str, Any]], **kw: Any) -> str:
+    """bob's promotion of a new candidate, dying at ``picks``; the candidate."""
+    version = candidate(lc, "teas", "green tea")
+    doomed = workflow(lc, Crashing(lc.engine, picks, **kw), owner)
+    with pytest.raises(Crash):
+        doomed.promote(lc.principals["bob"], version, "teas for winter")
+    return version
+
+
+def test_a_move_made_by_a_process_that_died_before_its_event_is_recorded_by_the_next_reader(
+    lifecycle: Lifecycle,
+) -> None:
+    lc = lifecycle
+    original = lc.workflow.environment("live").version
+    version = crash_promotion(lc, event_write(lc, "promote"), dead_owner)
+    assert live_index(lc) == [index_of(lc, version)], "the move was made"
+    (intent,) = [i for i in intents(lc).values() if i["action"] == "promote"]
+    assert intent["state"] == "open"
+
+    moves = lc.workflow.history(env="live", action=LIVE_MOVES)  # any reader
+    assert moves[0].version == version, "the history's newest live event names what is served"
+    event = moves[0]
+    assert (event.actor, event.action, event.previous_version, event.reason) == (
+        "bob", "promote", original, "teas for winter"
+    )
+    assert event.event_id == intent["intent_id"] and event.seq == intent["seq"]
+    recovered = (event.details or {})["recovered"]
+    assert recovered["intent"] == intent["intent_id"] and str(intent["owner"]["pid"]) in recovered["owner"]
+    assert intents(lc)[intent["intent_id"]]["state"] == "recorded"
+    assert markers(lc) == [], "a closed intent leaves no marker"
+    # reading again records nothing more; the served version's state reads it
+    assert lc.workflow.history(env="live", action=LIVE_MOVES) == moves
+    assert lc.workflow.environment("live").suite_sha256 == event.suite_sha256
+    assert lc.workflow.rollback(lc.principals["bob"], None, "undo").version == original
+
+
+def test_a_live_owners_move_is_left_to_it_until_its_lease_passes(lifecycle: Lifecycle) -> None:
+    lc = lifecycle
+    original = lc.workflow.environment("live").version
+    version = crash_promotion(lc, event_write(lc, "promote"), elsewhere)
+    # another host's process: nobody here can tell it died, so it has until its lease ends
+    assert lc.workflow.history(env="live", action=LIVE_MOVES)[0].version == original
+    later = workflow(lc, lc.engine)
+    later.intents.now_ns = lambda: lc.workflow.intents.now_ns() + int(61e9)  # the lease (60 s) passed
+    moves = later.history(env="live", action=LIVE_MOVES)
+    assert [(e.actor, e.version) for e in moves[:2]] == [("bob", version), ("operator", original)]
+
+
+def test_two_readers_at_once_record_the_move_once(lifecycle: Lifecycle) -> None:
+    from tests.drills.gates import GatedEngine
+
+    lc = lifecycle
+    version = crash_promotion(lc, event_write(lc, "promote"), dead_owner)
+    gated = GatedEngine(lc.engine)
+    # both readers hold at the step claiming the move (applied -> recording) until both are there
+    claim = gated.gate(
+        lambda method, path, body: path == "/_aliases" and any(
+            a.get("add", {}).get("alias", "").endswith("-recording") for a in body.get("actions", [])
+        ),
+        limit=2,
+    )
+    readers = [workflow(lc, gated) for _ in range(2)]
+    done: list[Any] = []
+    threads = [threading.Thread(target=lambda r=r: done.append(r.settle_moves())) for r in readers]
+    for thread in threads:
+        thread.start()
+    first, second = claim.reached()
+    first.through()
+    second.through()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert isinstance(second.error, EngineError), "the second claim must lose"
+    promotions = lc.workflow.history(action="promote")
+    assert [e.version for e in promotions] == [version], "one event, whoever wrote it"
+    closed = [s for d in done for s in d]
+    assert closed and {s.state for s in closed} == {"recorded"}, "closed once, or twice the same way"
+    assert {i["state"] for i in intents(lc).values()} == {"recorded"}
+
+
+def test_a_move_never_made_is_dropped_and_can_never_be_made(lifecycle: Lifecycle) -> None:
+    lc = lifecycle
+    live = live_index(lc)
+    doomed = Crashing(lc.engine, alias_move(lc, "live"))
+    version = candidate(lc, "teas", "green tea")
+    wf = workflow(lc, doomed, dead_owner)
+    with pytest.raises(Crash):
+        wf.promote(lc.principals["bob"], version, "never sent")
+    assert doomed.crashed is not None
+    assert lc.workflow.history(env="live", action=LIVE_MOVES)[0].action == "bootstrap"
+    assert live_index(lc) == live
+    (intent,) = [i for i in intents(lc).values() if i["action"] == "promote"]
+    assert intent["state"] == "dropped" and intent["version"] == version
+    # the move's request reaching the engine late (it had left the dead process) changes nothing
+    method, path, body = doomed.crashed
+    with pytest.raises(EngineError) as late:
+        lc.engine.request(method, path, body)
+    assert late.value.status == 404
+    assert live_index(lc) == live
+    assert lc.workflow.history(action="promote") == []
+
+
+def test_a_move_that_lost_its_race_and_died_is_dropped(lifecycle: Lifecycle) -> None:
+    lc = lifecycle
+    stale = lc.workflow.environment("live")
+    won = lc.workflow.disable(lc.principals["bob"], "cheap", "someone else's kill switch").version
+    doomed = workflow(lc, Crashing(lc.engine, alias_move(lc, "live"), after=True), dead_owner)
+    with pytest.raises(Crash):
+        doomed._move_live("alice", "rollback", stale.version, "from a stale read", stale)
+    moves = lc.workflow.history(env="live", action=LIVE_MOVES)
+    assert [e.version for e in moves[:1]] == [won] and all(e.actor != "alice" for e in moves)
+    assert live_index(lc) == [index_of(lc, won)]
+    states = {i["actor"]: i["state"] for i in intents(lc).values()}
+    assert states == {"operator": "recorded", "bob": "recorded", "alice": "dropped"}
+
+
+def test_a_move_completed_after_another_move_on_top_of_it_keeps_its_place(lifecycle: Lifecycle) -> None:
+    lc = lifecycle
+    original = lc.workflow.environment("live").version
+    first = crash_promotion(lc, event_write(lc, "promote"), elsewhere)
+    # in its owner's hands (lease): alice's kill switch reads live where bob's move put it
+    disabled = lc.workflow.disable(lc.principals["alice"], "cheap", "on top").version
+    assert [e.actor for e in lc.workflow.history(env="live", action=LIVE_MOVES)] == ["alice", "operator"]
+    later = workflow(lc, lc.engine)
+    later.intents.now_ns = lambda: lc.workflow.intents.now_ns() + int(61e9)
+    moves = later.history(env="live", action=LIVE_MOVES)
+    assert [(e.actor, e.action, e.version, e.previous_version) for e in moves] == [
+        ("alice", "disable", disabled, first),
+        ("bob", "promote", first, original),
+        ("operator", "bootstrap", original, None),
+    ], "in the order they happened; the newest is what is served"
+    assert live_index(lc) == [index_of(lc, disabled)]
+
+
+def test_an_owner_whose_event_cannot_be_written_withdraws_its_move(lifecycle: Lifecycle) -> None:
+    lc = lifecycle
+    wf, engine = lc.workflow, lc.engine
+    live = wf.environment("live")
+    engine.request("PUT", f"/{wf.store.history}/_settings", body={"index.blocks.write": True})
+    try:
+        with pytest.raises(EngineError):
+            wf.disable(lc.principals["bob"], "cheap", "the history cannot be written")
+    finally:
+        engine.request("PUT", f"/{wf.store.history}/_settings", body={"index.blocks.write": False})
+    assert live_index(lc) == [live.index]
+    (intent,) = [i for i in intents(lc).values() if i["action"] == "disable"]
+    assert intent["state"] == "withdrawn" and "moved back" in intent["closed"]["note"]
+    later = workflow(lc, lc.engine)
+    later.intents.now_ns = lambda: lc.workflow.intents.now_ns() + int(61e9)
+    assert later.history(action="disable") == [], "a withdrawn move is never recorded"
+
+
+def test_an_owner_past_its_lease_cannot_make_its_move(lifecycle: Lifecycle) -> None:
+    from tests.drills.gates import GatedEngine
+
+    lc = lifecycle
+    live = live_index(lc)
+    version = candidate(lc, "teas", "green tea")
+    gated = GatedEngine(lc.engine)
+    gate = gated.gate(lambda method, path, body: alias_move(lc, "live")(method, path, body))
+    slow = workflow(lc, gated, elsewhere)
+    answer: list[BaseException] = []
+
+    def promote() -> None:
+        try:
+            slow.promote(lc.principals["bob"], version, "slow")
+        except BaseException as error:  # what the call raised is the result
+            answer.append(error)
+
+    thread = threading.Thread(target=promote)
+    thread.start()
+    (held,) = gate.reached()
+    later = workflow(lc, lc.engine)
+    later.intents.now_ns = lambda: lc.workflow.intents.now_ns() + int(61e9)
+    later.settle_moves()  # the lease passed: the intent is dropped
+    held.through()
+    thread.join(timeout=60)
+    assert len(answer) == 1 and isinstance(answer[0], IntentGivenUp), answer
+    assert live_index(lc) == live
+    assert lc.workflow.history(action="promote") == []
+    with pytest.raises(Refused):
+        lc.workflow.rollback(lc.principals["bob"], None, None)  # nothing moved: nothing to roll back
