@@ -218,8 +218,9 @@ class Settled:
 
 
 class IntentGivenUp(EngineError):
-    """The move's intent was dropped by another process (its owner outlived the lease): the
-    move was not made and cannot be."""
+    """The move's intent was dropped by another process (the move's engine call outlived
+    the lease): the move was not made and cannot be. Answered as any engine failure (503
+    ``engine_error``): only an engine or a network that slow gets there."""
 
 
 class Intents:

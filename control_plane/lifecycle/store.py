@@ -11,7 +11,12 @@ Two indices per policies prefix:
   rollback, disable, bootstrap, suggest) and per refusal, with its actor, time, reason,
   the environment and versions involved, and the policy diff. Nothing is updated or
   deleted; every state the workflow needs (who authored a version, which tests passed,
-  who approved it, what was live before) is read back from these events.
+  who approved it, what was live before) is read back from these events. A move's event
+  is written once under its intent's id (``op_type=create``), whoever writes it.
+
+A third, ``PREFIX-intents``, holds each environment move written down before it is made
+(:mod:`control_plane.lifecycle.intents`): a move whose process died before writing its
+event is completed from there before the history is read.
 """
 
 from __future__ import annotations

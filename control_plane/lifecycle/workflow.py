@@ -772,7 +772,6 @@ class Workflow:
                         f"the move of {env} to {(event.version or '')[:12]} outlived its lease"
                         f" ({self.settings.policies.move_lease_s:g} s) and another process gave it"
                         " up: nothing was moved or recorded; try again",
-                        status=503,
                     ) from error
                 raise
         try:
