@@ -405,11 +405,13 @@ class Intents:
         return self.now_ns() >= intent.expires_ns or gone(intent.owner, self.owner())
 
     def _tidy(self, intent_id: str, state: str) -> None:
-        """A marker without an open document: its intent closed (the marker is left over),
-        or a token whose document was never written (its owner died in between)."""
+        """A marker without an open document when the journal was searched: its intent
+        closed (the marker is left over), or a token whose document was never written (its
+        owner died in between), or one written since (an intent just opened: left alone)."""
         found = self.engine.get_document(self.index, intent_id)
         if found is not None:
-            self._try([{"remove": {"index": self.index, "alias": self.marker(intent_id, state)}}])
+            if found["_source"]["state"] != OPEN:
+                self._try([{"remove": {"index": self.index, "alias": self.marker(intent_id, state)}}])
         elif state == OPEN and self.now_ns() >= int(intent_id[:20]) + int(self.lease_s * 1e9):
             # its owner never got to write the intent; removing the token fences the move
             token = self.marker(intent_id, OPEN)

@@ -303,3 +303,38 @@ def test_an_owner_past_its_lease_cannot_make_its_move(lifecycle: Lifecycle) -> N
     assert lc.workflow.history(action="promote") == []
     with pytest.raises(Refused):
         lc.workflow.rollback(lc.principals["bob"], None, None)  # nothing moved: nothing to roll back
+
+
+def test_a_reader_leaves_alone_an_intent_opened_while_it_reads(lifecycle: Lifecycle) -> None:
+    """A reader sees an intent's token before its document is written (the token comes
+    first), then the document: the intent is its owner's, in flight, and its move goes on."""
+    from tests.drills.gates import GatedEngine
+
+    lc = lifecycle
+    version = candidate(lc, "teas", "green tea")
+    journal = lc.workflow.intents.index
+    owner_engine, reader_engine = GatedEngine(lc.engine), GatedEngine(lc.engine)
+
+    def document(method: str) -> Picks:
+        return lambda m, path, body: m == method and path.startswith(f"/{journal}/_doc/")
+
+    written = owner_engine.gate(document("PUT"))
+    moving = owner_engine.gate(alias_move(lc, "live"))
+    looked_up = reader_engine.gate(document("GET"))
+    owner, reader = workflow(lc, owner_engine), workflow(lc, reader_engine)
+    promoted: list[Any] = []
+    bob = lc.principals["bob"]
+    thread = threading.Thread(target=lambda: promoted.append(owner.promote(bob, version, "x")))
+    thread.start()
+    (write,) = written.reached()  # the token is there, the document not yet
+    settling = threading.Thread(target=reader.settle_moves)
+    settling.start()
+    (lookup,) = looked_up.reached()  # the reader found the token without an open document
+    write.through()
+    (move,) = moving.reached()
+    lookup.through()  # ... and now finds the document, open
+    settling.join(timeout=60)
+    move.through()
+    thread.join(timeout=60)
+    assert promoted and promoted[0].version == version
+    assert lc.workflow.history(env="live", action=LIVE_MOVES)[0].version == version
