@@ -53,7 +53,7 @@ from control_plane.errors import ERROR_CODES, PolicyError, PolicyLoadError
 from control_plane.lifecycle import lineage, regression
 from control_plane.lifecycle import lint as linting
 from control_plane.lifecycle.changes import policy_diff, summary, touched_policies
-from control_plane.lifecycle.intents import IntentGivenUp, Intents, Settled
+from control_plane.lifecycle.intents import APPLIED, OPEN, IntentGivenUp, Intents, Settled
 from control_plane.lifecycle.keys import Principal
 from control_plane.lifecycle.runner import SuiteReport, run_suite, without_plan_cache
 from control_plane.lifecycle.store import Event, LifecycleStore
@@ -766,8 +766,8 @@ class Workflow:
             raise self._concurrent_change(env, moved, event.version) from moved
         except Exception as error:
             # did the engine make the move (a timeout after it did), or not (and now never)?
-            if self.intents.after_failure(intent) != "applied":
-                if self.intents.marker(intent.intent_id, "open") in str(error):
+            if self.intents.after_failure(intent) != APPLIED:
+                if self.intents.marker(intent.intent_id, OPEN) in str(error):
                     raise IntentGivenUp(
                         f"the move of {env} to {(event.version or '')[:12]} outlived its lease"
                         f" ({self.settings.policies.move_lease_s:g} s) and another process gave it"
