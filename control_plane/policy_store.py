@@ -379,6 +379,10 @@ def move_actions(alias: str, index: str, expected: str) -> list[dict[str, Any]]:
     ]
 
 
+WILDCARD_ATTEMPTS = 10
+"""how many times a move is made again when an index its wildcard named was deleted meanwhile"""
+
+
 def point_alias(
     engine: Engine,
     alias: str,
@@ -391,7 +395,15 @@ def point_alias(
     one conditional ``_aliases`` call; AliasMoved when the alias is not on ``expected`` any
     more. Afterwards the alias is on ``index`` alone. ``index`` must exist. ``also``: more
     actions applied in the same atomic call (a move intent's marker step); when one of
-    their conditions fails while the alias is still on ``expected``, the EngineError."""
+    their conditions fails while the alias is still on ``expected``, the EngineError.
+
+    The call's ``remove`` from ``*`` is expanded to every index of the cluster when the
+    call is made: another index deleted at that moment (anyone's: an old version, another
+    application's, a rolled-over log) made the whole call fail with ``index_not_found``,
+    a third of the moves of a cluster creating and deleting an index every few milliseconds.
+    The call is atomic, so such a failure changed nothing: while the alias is still on
+    ``expected`` and the missing index is none the call names, it is made again (at most
+    :data:`WILDCARD_ATTEMPTS` times)."""
     actions: list[dict[str, Any]]
     if expected is None:
         _claim_placeholder(engine, alias)
@@ -399,15 +411,32 @@ def point_alias(
     else:
         actions = move_actions(alias, index, expected)
     actions.extend(dict(action) for action in also)
-    try:
-        engine.update_aliases(actions)
-    except EngineError as error:
-        if error.status not in (400, 404):  # a timeout or an engine failure: not a lost race
-            raise
-        current = engine.alias_targets(alias)
-        if current == ([expected] if expected else []):
-            raise  # the condition still holds: the call failed for another reason
-        raise AliasMoved(alias, expected, current) from error
+    named = {alias, index, expected} | {
+        str(body.get("index")) for action in also for body in action.values() if isinstance(body, Mapping)
+    }
+    for attempt in range(1, WILDCARD_ATTEMPTS + 1):
+        try:
+            engine.update_aliases(actions)
+            return
+        except EngineError as error:
+            if error.status not in (400, 404):  # a timeout or an engine failure: not a lost race
+                raise
+            current = engine.alias_targets(alias)
+            if current != ([expected] if expected else []):
+                raise AliasMoved(alias, expected, current) from error
+            missing = _missing_index(error)
+            if missing is None or missing in named or attempt == WILDCARD_ATTEMPTS:
+                raise  # the condition still holds: the call failed for another reason
+
+
+def _missing_index(error: EngineError) -> str | None:
+    """The index an ``index_not_found_exception`` names, else None."""
+    info = error.info if isinstance(error.info, Mapping) else {}
+    cause = info.get("error")
+    if not isinstance(cause, Mapping) or cause.get("type") != "index_not_found_exception":
+        return None
+    missing = cause.get("index")
+    return missing if isinstance(missing, str) else None
 
 
 def _claim_placeholder(engine: Engine, alias: str) -> None:
