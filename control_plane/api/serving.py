@@ -41,7 +41,6 @@ MAX_HEAD_BYTES = 65_536
 """bytes a request's line and headers may take (nginx takes 32 KB, Node.js 16 KB by default)"""
 
 
-
 def _too_large() -> bytes:
     """The 431's body, in the one error shape (its own request id, for the log)."""
     return json.dumps({"error": {
