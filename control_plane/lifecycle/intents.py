@@ -49,6 +49,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from control_plane import policy_store
 from control_plane.engine import Engine, EngineError
 from control_plane.lifecycle.store import Event, LifecycleStore
 from control_plane.times import Clock, iso
@@ -333,16 +334,33 @@ class Intents:
         except EngineError as error:
             log.warning("intent %s: recorded, not closed: %s", intent.intent_id, error)
 
-    def withdraw(self, intent: Intent, move_back: Sequence[Mapping[str, Any]] | None) -> bool:
-        """Its event could not be written: withdraw the move, in one call with ``move_back``
-        (the alias actions moving the environment back, conditional on it still being where
-        this move put it), else alone (another move stands on top). False when a reconciler
-        claimed it first (the move stands and its event is written)."""
-        moved_back = False
+    def withdraw(self, intent: Intent) -> bool:
+        """Its event was refused: withdraw the move, moving the environment back in the same
+        call while its alias is still where this move put it (a compare-and-swap made by
+        :func:`policy_store.point_alias`, so an index of the cluster deleted as its
+        remove-from-* expands does not count as a move on top), else alone (another move
+        stands on top). False when the move stands: a reconciler claimed it first (its event
+        is written), or it could not be moved back for another reason while it still serves
+        (it stays applied: a reader records it; never withdrawn while it is served)."""
         steps = self.step(intent.intent_id, APPLIED, WITHDRAWN)
-        if move_back is not None and self._try([*steps, *move_back]):
+        try:
+            if intent.from_index is not None:
+                policy_store.point_alias(
+                    self.engine, intent.alias, intent.from_index, expected=intent.to_index, also=steps
+                )
+            else:
+                self.engine.update_aliases([
+                    {"remove": {"index": intent.to_index, "alias": intent.alias, "must_exist": True}},
+                    *steps,
+                ])
             moved_back = True
-        elif not self._try(steps):
+        except policy_store.AliasMoved:
+            moved_back = False
+        except EngineError as error:
+            if error.status not in (400, 404) or intent.to_index in self.engine.alias_targets(intent.alias):
+                return False  # claimed by a reader, or not moved back: it stands
+            moved_back = False
+        if not moved_back and not self._try(steps):
             return self.state_of(intent.intent_id) == WITHDRAWN
         note = "its event could not be written; " + (
             "the alias was moved back" if moved_back else "another move stands on top: not moved back"

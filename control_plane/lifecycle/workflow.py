@@ -48,7 +48,7 @@ from pydantic import ValidationError
 from control_plane import policy_store
 from control_plane.catalog.profile import CatalogProfile
 from control_plane.config import Settings
-from control_plane.engine import Engine
+from control_plane.engine import Engine, EngineError
 from control_plane.errors import ERROR_CODES, PolicyError, PolicyLoadError
 from control_plane.lifecycle import lineage, regression
 from control_plane.lifecycle import lint as linting
@@ -776,24 +776,24 @@ class Workflow:
                 raise
         try:
             self.store.record_once(event)
-        except Exception:
-            if not self._event_written(event):  # a write that failed may still have landed
-                back = (
-                    policy_store.move_actions(alias, previous, index) if previous is not None
-                    else [{"remove": {"index": index, "alias": alias, "must_exist": True}}]
-                )
+        except Exception as error:
+            # withdrawn only when the engine refused the write (it answered: not written);
+            # a write that timed out may still land, late: the move stays applied and a
+            # reader records it (op_type=create: once, whichever write comes first)
+            if _refused(error) and self._event_written(event) is False:
                 with suppress(Exception):  # it stays applied: a reader records it
-                    self.intents.withdraw(intent, back)
-                raise
+                    self.intents.withdraw(intent)
+            raise
         self.intents.recorded(intent)
         if self.on_move is not None:
             self.on_move(env)
 
-    def _event_written(self, event: Event) -> bool:
+    def _event_written(self, event: Event) -> bool | None:
+        """Whether the event is in the history (None: it could not be read)."""
         try:
             return self.store.has_event(event.event_id)
         except Exception:
-            return False
+            return None
 
     def _concurrent_change(self, env: str, moved: policy_store.AliasMoved, wanted: str | None) -> Refused:
         won: str | None = None
@@ -829,6 +829,13 @@ class Workflow:
             reason=reason, diff=diff | {"summary": summary(diff)},
         )
         self._point_and_record("live", target.index, before.index, event)
+
+
+def _refused(error: BaseException) -> bool:
+    """The engine answered that it did not do it (a 4xx other than a request timeout): a
+    timeout, a dropped connection or a 5xx leave it unknown (the request may still land)."""
+    status = error.status if isinstance(error, EngineError) else None
+    return status is not None and 400 <= status < 500 and status != 408
 
 
 def _problems(error: ValidationError, name: str) -> list[PolicyError]:
