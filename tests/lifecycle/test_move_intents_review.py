@@ -137,3 +137,33 @@ def test_an_event_written_whose_check_failed_is_not_withdrawn(lifecycle: Lifecyc
     assert served == [policy_store.index_name(lc.settings.policies.index_prefix, newest.version)], (
         f"live serves {served}; the newest live event names {newest.version[:12]} ({newest.action})"
     )
+
+
+def test_moves_go_on_after_the_intents_index_was_deleted(lifecycle: Lifecycle) -> None:
+    """An operator deletes the journal (nothing open in it): the process that had made a
+    move before must not refuse every move until it restarts."""
+    lc = lifecycle
+    wf = lc.workflow
+    wf.disable(lc.principals["bob"], "cheap", "a move: the journal exists, this process knows it")
+    lc.engine.delete_index(wf.intents.index)
+    state = wf.disable(lc.principals["bob"], "chocolate", "after the journal was deleted")
+    assert live_index(lc) == [policy_store.index_name(lc.settings.policies.index_prefix, state.version)]
+
+
+def test_a_write_blocked_journal_does_not_fail_a_history_read_that_recorded_the_move(
+    lifecycle: Lifecycle,
+) -> None:
+    """A dead process's move is recorded by the next reader; the journal cannot be written
+    (an index write block): the history names what is served, so reading it must not fail
+    (closing the intent is bookkeeping, the marker says what is left to do)."""
+    from tests.lifecycle.test_move_intents import crash_promotion, dead_owner, event_write
+
+    lc = lifecycle
+    version = crash_promotion(lc, event_write(lc, "promote"), dead_owner)
+    journal = lc.workflow.intents.index
+    lc.engine.request("PUT", f"/{journal}/_settings", body={"index.blocks.write": True})
+    try:
+        moves = lc.workflow.history(env="live", action=LIVE_MOVES)
+    finally:
+        lc.engine.request("PUT", f"/{journal}/_settings", body={"index.blocks.write": False})
+    assert moves[0].version == version
