@@ -292,8 +292,15 @@ class Intents:
             owner=self.owner(),
             expires_ns=event.seq + int(self.lease_s * 1e9),
         )
-        token = self.marker(intent.intent_id, OPEN)
-        self.engine.update_aliases([{"add": {"index": self.index, "alias": token}}])
+        token = [{"add": {"index": self.index, "alias": self.marker(intent.intent_id, OPEN)}}]
+        try:
+            self.engine.update_aliases(token)
+        except EngineError as error:
+            if error.status != 404:
+                raise
+            self._ready = False  # the journal was deleted since this process made it: again
+            self.ensure()
+            self.engine.update_aliases(token)
         self._write(intent.as_json())
         return intent
 
@@ -400,15 +407,25 @@ class Intents:
                 return None  # closed by another reader meanwhile (it closes, then unmarks)
             if state is None or state in (DROPPED, WITHDRAWN):
                 note = "no marker: the move was never made" if state is None else "closed by a reader"
-                return self._close(document, state or DROPPED, note)
+                return self._close_after(document, state or DROPPED, note)
             if state == RECORDING:
-                self._record(intent)
-                return self._close(document, RECORDED, "its event was recovered by a reader")
+                self._record(intent)  # what must not fail quietly: the history names the move
+                return self._close_after(document, RECORDED, "its event was recovered by a reader")
             if not self._expired(intent):
                 return None  # in its owner's hands
             end = DROPPED if state == OPEN else RECORDING
             state = end if self._try(self.step(intent.intent_id, state, end)) else None
         return None
+
+    def _close_after(self, document: Mapping[str, Any], state: str, note: str) -> Settled:
+        """Close what is settled (the marker already says it): a failure to write the
+        journal is logged, and the next reader closes it; the history read goes on."""
+        try:
+            return self._close(document, state, note)
+        except EngineError as error:
+            log.warning("intent %s: %s, not closed: %s", document["intent_id"], state, error)
+            return Settled(str(document["intent_id"]), state, str(document["env"]),
+                           str(document["action"]), str(document["actor"]), document.get("version"))
 
     def _record(self, intent: Intent) -> None:
         me = self.owner()
