@@ -341,6 +341,13 @@ class Intents:
         except EngineError as error:
             log.warning("intent %s: recorded, not closed: %s", intent.intent_id, error)
 
+    def hand_over(self, intent: Intent) -> None:
+        """Its event write failed without saying whether it landed (a timeout): the move
+        stands; claimed for recording here (``applied -> recording``) so that the next reader
+        writes its event at once instead of after the lease (``op_type=create``: the late
+        write, should it land, and the reader's leave one event)."""
+        self._try(self.step(intent.intent_id, APPLIED, RECORDING))
+
     def withdraw(self, intent: Intent) -> bool:
         """Its event was refused: withdraw the move, moving the environment back in the same
         call while its alias is still where this move put it (a compare-and-swap made by

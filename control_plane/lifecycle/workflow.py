@@ -780,9 +780,11 @@ class Workflow:
             # withdrawn only when the engine refused the write (it answered: not written);
             # a write that timed out may still land, late: the move stays applied and a
             # reader records it (op_type=create: once, whichever write comes first)
-            if _refused(error) and self._event_written(event) is False:
-                with suppress(Exception):  # it stays applied: a reader records it
+            with suppress(Exception):  # it stays applied: a reader records it after the lease
+                if _refused(error) and self._event_written(event) is False:
                     self.intents.withdraw(intent)
+                elif not _refused(error):
+                    self.intents.hand_over(intent)  # the next reader records it
             raise
         self.intents.recorded(intent)
         if self.on_move is not None:

@@ -167,3 +167,23 @@ def test_a_write_blocked_journal_does_not_fail_a_history_read_that_recorded_the_
     finally:
         lc.engine.request("PUT", f"/{journal}/_settings", body={"index.blocks.write": False})
     assert moves[0].version == version
+
+
+def test_a_move_whose_event_write_timed_out_is_recorded_by_the_next_reader(lifecycle: Lifecycle) -> None:
+    """The owner (alive, its lease running) could not tell whether its event was written:
+    the move stands, and the next history read records it, not only once the lease passed."""
+    lc = lifecycle
+    late = LateEventWrite(lc.engine, lc.workflow.store.history, "disable")
+    wf = workflow(lc, late)
+    with pytest.raises(EngineError):
+        wf.disable(lc.principals["bob"], "cheap", "a slow history")
+    served = live_index(lc)
+    moves = lc.workflow.history(env="live", action=LIVE_MOVES)
+    assert served == [policy_store.index_name(lc.settings.policies.index_prefix, moves[0].version)]
+    assert moves[0].actor == "bob" and moves[0].action == "disable"
+    assert late.held is not None
+    method, path, body, params = late.held
+    with pytest.raises(EngineError) as again:
+        lc.engine.request(method, path, body, params)  # the write landing late: one event
+    assert again.value.status == 409
+    assert len(lc.workflow.history(action="disable")) == 1
