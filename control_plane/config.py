@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from control_plane import yaml_aliases
 
@@ -193,6 +193,19 @@ class Settings(Section):
     """the named catalog used without ``--catalog`` (``GOVSEARCH_CATALOG``); None: the
     ``catalog`` section"""
     _selected: str = PrivateAttr(default="default")
+
+    @model_validator(mode="after")
+    def _lease_outlasts_a_move(self) -> Settings:
+        """A move in flight waits for the engine up to ``engine.timeout_s`` per call: a lease
+        shorter than two of them lets another process drop a move still being made (its
+        owner then fails it, ``intent_given_up``; ADR 0053)."""
+        if self.policies.move_lease_s < 2 * self.engine.timeout_s:
+            raise ValueError(
+                f"policies.move_lease_s ({self.policies.move_lease_s:g} s) must be at least twice"
+                f" engine.timeout_s ({self.engine.timeout_s:g} s): a shorter lease lets another"
+                " process drop a move still in flight"
+            )
+        return self
 
     @property
     def selected_catalog(self) -> str:

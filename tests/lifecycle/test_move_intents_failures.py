@@ -1,5 +1,8 @@
-"""Review of ADR 0053 (move intents): an owner whose event write failed must never leave
-an environment serving a version no event names, nor an event naming a move it took back.
+"""Move intents (ADR 0053) when the owner's own writes fail: an owner whose event write
+failed never leaves an environment serving a version no event names, nor an event naming a
+move it took back (its move back meeting index churn, a write that timed out and lands late,
+a read-back that fails), and the journal deleted or write-blocked does not stop moves or
+history reads.
 
 Real engine; the failures are made by a wrapper around it (tests/engines.py)."""
 
