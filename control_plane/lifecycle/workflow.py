@@ -151,7 +151,7 @@ class Workflow:
         self.prefix = settings.policies.index_prefix
         self.store = LifecycleStore(engine, self.prefix)
         self.intents = Intents(
-            engine, self.prefix, self.store, clock=clock, lease_s=settings.policies.move_lease_s
+            engine, self.prefix, self.store, clock=clock, lease_s=settings.move_lease_s()
         )
         """every move is written down before it is made; a reader completes a move whose
         process died before its event (ADR 0053)"""
@@ -770,7 +770,7 @@ class Workflow:
                 if self.intents.marker(intent.intent_id, OPEN) in str(error):
                     raise IntentGivenUp(
                         f"the move of {env} to {(event.version or '')[:12]} outlived its lease"
-                        f" ({self.settings.policies.move_lease_s:g} s) and another process gave it"
+                        f" ({self.settings.move_lease_s():g} s) and another process gave it"
                         " up: nothing was moved or recorded; try again",
                     ) from error
                 raise
