@@ -24,6 +24,7 @@ from control_plane import policy_store
 from control_plane.engine import Engine
 from control_plane.lifecycle.intents import is_marker
 from control_plane.lifecycle.workflow import Workflow
+from tests.engines import DelegatingEngine
 from tests.lifecycle.conftest import Lifecycle
 
 BOUND_S = 60.0
@@ -104,13 +105,11 @@ class Gate:
                 held.open()
 
 
-class GatedEngine(Engine):
+class GatedEngine(DelegatingEngine):
     """The real engine, with gates (see the module)."""
 
     def __init__(self, real: Engine) -> None:
-        super().__init__(real.url, real.timeout_s)
-        self.kind = real.kind
-        self.real = real
+        super().__init__(real)
         self.gates: list[Gate] = []
 
     def gate(self, picks: Picks, *, after: bool = False, limit: int = 1) -> Gate:
@@ -132,11 +131,11 @@ class GatedEngine(Engine):
             if held is not None:
                 break
         if held is None or gate is None:
-            return self.real.request(method, path, body, params, timeout_s)
+            return super().request(method, path, body, params, timeout_s)
         try:
             if not gate.after:
                 _wait(held)
-            answer = self.real.request(method, path, body, params, timeout_s)
+            answer = super().request(method, path, body, params, timeout_s)
             if gate.after:
                 _wait(held)
             return answer
@@ -145,9 +144,6 @@ class GatedEngine(Engine):
             raise
         finally:
             held.done.set()
-
-    def close(self) -> None:
-        pass
 
 
 def _wait(held: Held) -> None:

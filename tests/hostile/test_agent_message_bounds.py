@@ -12,11 +12,8 @@ one decision record, like a message over 2,000 characters as received.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -24,14 +21,11 @@ from fastapi.testclient import TestClient
 from agent_gateway.gateway import AgentGateway
 from agent_gateway.guardrails import MessageTooLarge, screen
 from agent_gateway.settings import GatewaySettings
-from control_plane.api.app import create_app
-from control_plane.audit.recorder import Recorder
-from control_plane.audit.sinks import JsonlSink
-from control_plane.bootstrap import Ready, profile_of
+from control_plane.bootstrap import Ready
 from control_plane.config import Settings
 from control_plane.engine import Engine
-from control_plane.service import SearchService
 from tests.clocks import FIXED_CLOCK
+from tests.hostile.conftest import Recorded, recorded_app
 
 EXPANDING = "\u3316" * 2000  # 12,000 characters, one word, once normalised
 WITHIN = "\ufb01" * 1000  # 2,000 characters once normalised: the bound itself
@@ -50,30 +44,16 @@ def test_a_message_within_the_bound_once_normalised_is_screened() -> None:
         screen(WITHIN + "\ufb01", max_chars=2000)
 
 
-@dataclass
-class Agent:
-    client: TestClient
-    path: Path
-
-    def records(self, request_id: str) -> list[dict[str, Any]]:
-        records = [json.loads(line) for _, line in JsonlSink(self.path).lines()]
-        return [r for r in records if r["request_id"] == request_id]
-
-
 @pytest.fixture()
-def agent(tmp_path: Path, engine: Engine, settings: Settings, ready: Ready) -> Iterator[Agent]:
-    path = tmp_path / "decisions.jsonl"
-    recorder = Recorder(JsonlSink(path), JsonlSink(tmp_path / "events.jsonl"), instance_id="agent-bounds",
-                        clock=FIXED_CLOCK)
-    service = SearchService(settings, engine, profile_of(settings), recorder=recorder)
-    app = create_app(service, clock=FIXED_CLOCK)
+def agent(tmp_path: Path, engine: Engine, settings: Settings, ready: Ready) -> Iterator[Recorded]:
+    app, service, path = recorded_app(settings, engine, tmp_path, "agent-bounds")
     app.state.agent_gateway = AgentGateway(service, GatewaySettings(), clock=FIXED_CLOCK)
     with TestClient(app) as client:
-        yield Agent(client, path)
+        yield Recorded(client, path)
     service.close()
 
 
-def test_the_agent_answers_413_with_one_record(agent: Agent) -> None:
+def test_the_agent_answers_413_with_one_record(agent: Recorded) -> None:
     response = agent.client.post("/v1/agent/query", json={"message": EXPANDING})
     assert response.status_code == 413, response.text[:300]
     error = response.json()["error"]
@@ -82,6 +62,6 @@ def test_the_agent_answers_413_with_one_record(agent: Agent) -> None:
     assert record["endpoint"] == "agent" and record["error"]["code"] == "message_too_large"
 
 
-def test_the_agent_still_serves_a_message_within_the_bound(agent: Agent) -> None:
+def test_the_agent_still_serves_a_message_within_the_bound(agent: Recorded) -> None:
     response = agent.client.post("/v1/agent/query", json={"message": "cheap chocolate " + "\ufb01" * 10})
     assert response.status_code == 200, response.text[:300]

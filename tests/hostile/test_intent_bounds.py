@@ -20,25 +20,18 @@ text stays within 512 characters is served as before.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 from pydantic import ValidationError
 
-from control_plane.api.app import create_app
-from control_plane.audit.recorder import Recorder
-from control_plane.audit.sinks import JsonlSink
-from control_plane.bootstrap import Ready, profile_of
+from control_plane.bootstrap import Ready
 from control_plane.config import Settings
 from control_plane.engine import Engine
 from control_plane.lifecycle.suite import TestCase
-from control_plane.service import SearchService
-from tests.clocks import FIXED_CLOCK
+from tests.hostile.conftest import Recorded, recorded_app
 
 EXPANDING = {
     "fdfa": "\ufdfa" * 512,  # 9,216 characters, 2,048 words once normalised
@@ -48,33 +41,20 @@ EXPANDING = {
 WITHIN = "\ufb01" * 256  # 512 characters once normalised: the bound itself
 
 
-@dataclass
-class Api:
-    client: TestClient
-    path: Path
-
-    def records(self, request_id: str) -> list[dict[str, Any]]:
-        records = [json.loads(line) for _, line in JsonlSink(self.path).lines()]
-        return [r for r in records if r["request_id"] == request_id]
-
-
 @pytest.fixture()
-def api(tmp_path: Path, engine: Engine, settings: Settings, ready: Ready) -> Iterator[Api]:
+def api(tmp_path: Path, engine: Engine, settings: Settings, ready: Ready) -> Iterator[Recorded]:
     """The API with a JSONL recorder, no plan cache, and compile open to anyone."""
     search = settings.search.model_copy(update={"plan_cache_size": 0})
     auth = settings.auth.model_copy(update={"open_internals": True})
     configured = settings.model_copy(update={"search": search, "auth": auth})
-    path = tmp_path / "decisions.jsonl"
-    recorder = Recorder(JsonlSink(path), JsonlSink(tmp_path / "events.jsonl"), instance_id="bounds",
-                        clock=FIXED_CLOCK)
-    service = SearchService(configured, engine, profile_of(configured), recorder=recorder)
-    with TestClient(create_app(service, clock=FIXED_CLOCK)) as client:
-        yield Api(client, path)
+    app, service, path = recorded_app(configured, engine, tmp_path, "bounds")
+    with TestClient(app) as client:
+        yield Recorded(client, path)
     service.close()
 
 
 @pytest.mark.parametrize("intent", list(EXPANDING.values()), ids=list(EXPANDING))
-def test_a_search_intent_longer_than_512_once_normalised_is_a_422(api: Api, intent: str) -> None:
+def test_a_search_intent_longer_than_512_once_normalised_is_a_422(api: Recorded, intent: str) -> None:
     response = api.client.post("/v1/search", json={"intent": intent})
     assert response.status_code == 422, response.text[:300]
     error = response.json()["error"]
@@ -86,13 +66,13 @@ def test_a_search_intent_longer_than_512_once_normalised_is_a_422(api: Api, inte
 
 
 @pytest.mark.parametrize("intent", list(EXPANDING.values()), ids=list(EXPANDING))
-def test_compile_refuses_it_too(api: Api, intent: str) -> None:
+def test_compile_refuses_it_too(api: Recorded, intent: str) -> None:
     response = api.client.post("/v1/compile", json={"intent": intent})
     assert response.status_code == 422, response.text[:300]
     assert response.json()["error"]["details"][0]["location"] == "body.intent"
 
 
-def test_an_intent_of_512_characters_once_normalised_is_served(api: Api) -> None:
+def test_an_intent_of_512_characters_once_normalised_is_served(api: Recorded) -> None:
     response = api.client.post("/v1/search", json={"intent": WITHIN})
     assert response.status_code == 200, response.text[:300]
     compiled = api.client.post("/v1/compile", json={"intent": WITHIN})
