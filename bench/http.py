@@ -128,34 +128,50 @@ def _floor(
     return process, served
 
 
+def _rounds(
+    send: Mapping[str, Callable[[str], None]], intents: list[str], warmup: int, rounds: int
+) -> dict[str, list[int]]:
+    """Each variant's ``send`` of each intent, round after round, the variants' order
+    alternating from one round to the next; the nanoseconds of each send after the warm-up."""
+    samples: dict[str, list[int]] = {variant: [] for variant in send}
+    variants = list(send)
+    for number in range(warmup + rounds):
+        order = variants if number % 2 == 0 else variants[::-1]
+        for intent in intents:
+            for variant in order:
+                started = time.perf_counter_ns()
+                send[variant](intent)
+                if number >= warmup:
+                    samples[variant].append(time.perf_counter_ns() - started)
+    return samples
+
+
+def _ratios(latency: Mapping[str, Mapping[str, float]], keys: Mapping[str, str]) -> dict[str, float]:
+    """``{key}ratio_{p}``: the variant's ``p`` over raw's, for each (key prefix, variant) of
+    ``keys`` measured."""
+    raw = latency["raw"]
+    return {
+        f"{prefix}ratio_{p}": round(latency[variant][f"{p}_ms"] / raw[f"{p}_ms"], 2)
+        for prefix, variant in keys.items() if variant in latency for p in ("p50", "p95", "p99")
+    }
+
+
 def _single_client(
     call: Mapping[str, Callable[[httpx.Client, str], None]], bases: dict[str, str], intents: list[str],
     warmup: int, rounds: int,
 ) -> dict[str, Any]:
     clients = {variant: httpx.Client(base_url=base, timeout=30, headers=CLIENT_HEADERS)
                for variant, base in bases.items()}
-    samples: dict[str, list[int]] = {variant: [] for variant in call}
-    variants = list(call)
     try:
-        for number in range(warmup + rounds):
-            order = variants if number % 2 == 0 else variants[::-1]
-            for intent in intents:
-                for variant in order:
-                    started = time.perf_counter_ns()
-                    call[variant](clients[variant], intent)
-                    if number >= warmup:
-                        samples[variant].append(time.perf_counter_ns() - started)
+        samples = _rounds({variant: partial(call[variant], clients[variant]) for variant in call},
+                          intents, warmup, rounds)
     finally:
         for client in clients.values():
             client.close()
     latency = {variant: summary(values) for variant, values in samples.items()}
-    raw = latency["raw"]
     ratios = {"": "governed", "cold_": "governed_cold", "new_user_": "governed_new_user",
               "written_": "governed_written", "floor_": "floor", "pipeline_": "pipeline"}
-    return {"latency": latency} | {
-        f"{prefix}ratio_{p}": round(latency[variant][f"{p}_ms"] / raw[f"{p}_ms"], 2)
-        for prefix, variant in ratios.items() if variant in latency for p in ("p50", "p95", "p99")
-    }
+    return {"latency": latency} | _ratios(latency, ratios)
 
 
 LEAN = ("governed", "governed_cold", "governed_written", "floor", "raw")
@@ -174,40 +190,35 @@ def _lean_single_client(
     far less, so these are the ratios it would see (informational: the targets keep the
     httpx figures they have always been measured with)."""
     connections: dict[str, http.client.HTTPConnection] = {}
-    for variant in requests:
-        parts = urlsplit(bases[variant])
-        connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=30)
-        connection.connect()
-        assert connection.sock is not None
-        connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        connections[variant] = connection
-    samples: dict[str, list[int]] = {variant: [] for variant in requests}
-    variants = list(requests)
     headers = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
+
+    def sender(variant: str) -> Callable[[str], None]:
+        connection, request = connections[variant], requests[variant]
+
+        def send(intent: str) -> None:
+            path, body = request(intent)
+            connection.request("POST", path, body=body, headers=headers)
+            answer = connection.getresponse()
+            answer.read()
+            if answer.status != 200:
+                raise RuntimeError(f"{variant} answered {answer.status} for {intent!r}")
+
+        return send
+
     try:
-        for number in range(warmup + rounds):
-            order = variants if number % 2 == 0 else variants[::-1]
-            for intent in intents:
-                for variant in order:
-                    path, body = requests[variant](intent)
-                    connection = connections[variant]
-                    started = time.perf_counter_ns()
-                    connection.request("POST", path, body=body, headers=headers)
-                    answer = connection.getresponse()
-                    answer.read()
-                    if answer.status != 200:
-                        raise RuntimeError(f"{variant} answered {answer.status} for {intent!r}")
-                    if number >= warmup:
-                        samples[variant].append(time.perf_counter_ns() - started)
+        for variant in requests:
+            parts = urlsplit(bases[variant])
+            connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=30)
+            connections[variant] = connection
+            connection.connect()
+            assert connection.sock is not None
+            connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        samples = _rounds({variant: sender(variant) for variant in requests}, intents, warmup, rounds)
     finally:
         for connection in connections.values():
             connection.close()
     latency = {variant: summary(values) for variant, values in samples.items()}
-    raw = latency["raw"]
-    return {"latency": latency} | {
-        f"{variant}_ratio_{p}": round(latency[variant][f"{p}_ms"] / raw[f"{p}_ms"], 2)
-        for variant in requests if variant != "raw" for p in ("p50", "p95", "p99")
-    }
+    return {"latency": latency} | _ratios(latency, {f"{v}_": v for v in requests if v != "raw"})
 
 
 def _round_trips(service: SearchService, intents: list[str], now: Any) -> dict[str, Any]:

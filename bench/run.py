@@ -206,9 +206,34 @@ def _ratio(value: float, raw: float) -> str:
     return f"{value / raw:.2f}x" if raw else "-"
 
 
+LATENCY_LABELS = (
+    ("governed", "warm"), ("governed_new_user", "new user"), ("governed_cold", "cold"),
+    ("governed_written", "warm, written"), ("pipeline", "pipeline"), ("floor", "floor"), ("raw", "raw"),
+)
+"""the single-client variants, as the sheet names them, in its order"""
+
+
+def _latency_table(heading: str, latency: dict[str, Any], labels: tuple[tuple[str, str], ...]) -> list[str]:
+    """The single-client table: each variant measured (a result from before a variant
+    existed lacks it) with its percentiles and their ratios to raw."""
+    raw = latency["raw"]
+    lines = [
+        _row([heading, "p50 ms", "p95 ms", "p99 ms", "p50 / raw", "p95 / raw", "p99 / raw"]),
+        _row(["---"] * 7),
+    ]
+    for variant, label in labels:
+        if variant not in latency:
+            continue
+        lat = latency[variant]
+        lines.append(_row([
+            label, lat["p50_ms"], lat["p95_ms"], lat["p99_ms"],
+            *(_ratio(lat[stat], raw[stat]) for stat in ("p50_ms", "p95_ms", "p99_ms")),
+        ]))
+    return lines
+
+
 def _http_lines(served: dict[str, Any]) -> list[str]:
     single = served["single_client_warm"]["latency"]
-    raw = single["raw"]
     lines = [
         "",
         f"Over HTTP (`govsearch serve --workers {served['workers']}`, tier batching"
@@ -222,21 +247,8 @@ def _http_lines(served: dict[str, Any]) -> list[str]:
         " read, the intent's warm `_msearch` sent through govsearch's engine client, the engine's"
         " bytes returned, no governing",
         "",
-        _row(["single client", "p50 ms", "p95 ms", "p99 ms", "p50 / raw", "p95 / raw", "p99 / raw"]),
-        _row(["---"] * 7),
+        *_latency_table("single client", single, LATENCY_LABELS),
     ]
-    labels = (
-        ("governed", "warm"), ("governed_new_user", "new user"), ("governed_cold", "cold"),
-        ("governed_written", "warm, written"), ("pipeline", "pipeline"), ("floor", "floor"), ("raw", "raw"),
-    )
-    for variant, label in labels:
-        if variant not in single:  # a result from before the variant existed
-            continue
-        lat = single[variant]
-        lines.append(_row([
-            label, lat["p50_ms"], lat["p95_ms"], lat["p99_ms"],
-            *(_ratio(lat[stat], raw[stat]) for stat in ("p50_ms", "p95_ms", "p99_ms")),
-        ]))
     lines += _lean_lines(served.get("single_client_lean"))
     lines += [
         "",
@@ -272,26 +284,14 @@ def _lean_lines(lean: dict[str, Any] | None) -> list[str]:
     none in a result from before it was measured."""
     if not lean:
         return []
-    latency = lean["latency"]
-    raw = latency["raw"]
-    lines = [
+    return [
         "",
         "The same rounds through the standard library's `http.client` (a lean client: httpx costs"
         " about 0.6 ms a request on both sides, which dilutes every ratio above; informational, the"
         " targets keep the httpx figures):",
         "",
-        _row(["lean single client", "p50 ms", "p95 ms", "p99 ms", "p50 / raw", "p95 / raw", "p99 / raw"]),
-        _row(["---"] * 7),
+        *_latency_table("lean single client", lean["latency"], LATENCY_LABELS),
     ]
-    labels = (("governed", "warm"), ("governed_cold", "cold"), ("governed_written", "warm, written"),
-              ("floor", "floor"), ("raw", "raw"))
-    for variant, label in labels:
-        lat = latency[variant]
-        lines.append(_row([
-            label, lat["p50_ms"], lat["p95_ms"], lat["p99_ms"],
-            *(_ratio(lat[stat], raw[stat]) for stat in ("p50_ms", "p95_ms", "p99_ms")),
-        ]))
-    return lines
 
 
 def _tooling_lines(tools: dict[str, Any]) -> list[str]:
