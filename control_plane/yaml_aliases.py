@@ -51,12 +51,13 @@ def measure(root: yaml.Node) -> int:
     """per node: what a walk of it visits, in nodes, and in nodes plus scalar characters"""
     uses: dict[int, int] = {}
     nodes: dict[int, yaml.Node] = {}
-    pending: list[tuple[yaml.Node, bool]] = [(root, False)]
+    own = 0
+    """the document's own weight: each node once"""
+    pending: list[tuple[yaml.Node, list[yaml.Node] | None]] = [(root, None)]
     while pending:
-        node, measured = pending.pop()
+        node, children = pending.pop()
         key = id(node)
-        if measured:
-            children = _children(node)
+        if children is not None:  # its children measured: its own sums
             sizes[key] = 1 + sum(sizes[id(child)] for child in children)
             weights[key] = _weight(node) + sum(weights[id(child)] for child in children)
             continue
@@ -66,14 +67,16 @@ def measure(root: yaml.Node) -> int:
             continue
         sizes[key] = _OPEN
         nodes[key] = node
-        pending.append((node, True))
-        for child in _children(node):
+        own += _weight(node)
+        children = _children(node)
+        pending.append((node, children))
+        for child in children:
             child_key = id(child)
             uses[child_key] = uses.get(child_key, 0) + 1
             if sizes.get(child_key) == _OPEN:
                 raise _recursive(child)
-            pending.append((child, False))
-    walked, own = weights[id(root)], sum(_weight(node) for node in nodes.values())
+            pending.append((child, None))
+    walked = weights[id(root)]
     bound = max(REPEATED_NODES, REPEATED_RATIO * own)
     if walked - own > bound:
         key = max((k for k, n in uses.items() if n > 1), key=lambda k: weights[k] * (uses[k] - 1))

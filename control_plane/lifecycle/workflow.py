@@ -770,7 +770,7 @@ class Workflow:
                 if self.intents.marker(intent.intent_id, OPEN) in str(error):
                     raise IntentGivenUp(
                         f"the move of {env} to {(event.version or '')[:12]} outlived its lease"
-                        f" ({self.settings.move_lease_s():g} s) and another process gave it"
+                        f" ({self.intents.lease_s:g} s) and another process gave it"
                         " up: nothing was moved or recorded; try again",
                     ) from error
                 raise
@@ -780,11 +780,12 @@ class Workflow:
             # withdrawn only when the engine refused the write (it answered: not written);
             # a write that timed out may still land, late: the move stays applied and a
             # reader records it (op_type=create: once, whichever write comes first)
+            refused = _refused(error)
             with suppress(Exception):  # it stays applied: a reader records it after the lease
-                if _refused(error) and self._event_written(event) is False:
-                    self.intents.withdraw(intent)
-                elif not _refused(error):
+                if not refused:
                     self.intents.hand_over(intent)  # the next reader records it
+                elif self._event_written(event) is False:
+                    self.intents.withdraw(intent)
             raise
         self.intents.recorded(intent)
         if self.on_move is not None:
