@@ -36,8 +36,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import _CacheInfo, lru_cache
 
 from confusable_homoglyphs import categories, confusables
 
@@ -71,6 +72,14 @@ def too_long(normalised: str) -> str | None:
     )
 
 
+def refusal(normalised: str) -> str | None:
+    """Why a search request refuses an intent that normalises to ``normalised`` (nothing
+    visible, or :func:`too_long`), or None when it does not."""
+    if not normalised:
+        return "intent is empty once invisible characters and spaces are removed"
+    return too_long(normalised)
+
+
 @dataclass(frozen=True)
 class NormalisedIntent:
     """An intent after :func:`normalise_intent`, with what normalisation did to it."""
@@ -94,24 +103,70 @@ def normalise_intent(raw: str) -> NormalisedIntent:
 
 
 def _normalised(raw: str) -> NormalisedIntent:
-    """The steps, one by one (:func:`normalise_intent` shortcuts printable ASCII)."""
+    """The steps (:func:`normalise_intent` shortcuts printable ASCII). The per-character
+    and per-word work is done once per *distinct* character and word, and the word step is
+    skipped when the text's scripts cannot make a mixed word: NFKC expands a compatibility
+    character up to 18 times (512 U+FDFA are 9,216 characters, 2,048 words), so a hostile
+    intent refused for its normalised length cost 5.5 ms done character by character
+    (bench/RESULTS.md, 2026-12-07). It gives what the steps give done one by one (the hostile
+    tests hold it to that, ``tests/hostile/test_refused_intents.py``)."""
     folded = unicodedata.normalize("NFKC", raw)
-    visible = "".join(_visible(char) for char in folded)
+    distinct = set(folded)
+    invisible = _invisible_table(distinct)
+    visible = folded.translate(invisible) if invisible else folded
     removed = len(folded) - len(visible)
     mixed: list[str] = []
-    mapped = visible if visible.isascii() else _WORD.sub(lambda m: _latin_word(m.group(), mixed), visible)
+    kept = (char for char in distinct if ord(char) not in invisible)
+    mapped = visible if visible.isascii() or not _may_mix(kept) else _WORD.sub(_word_mapper(mixed), visible)
     text = " ".join(unicodedata.normalize("NFKC", mapped).split())
     return NormalisedIntent(text=text, changed=text != raw, removed=removed, mixed_script=tuple(mixed))
 
 
-@lru_cache(maxsize=4096)
-def search_intent(raw: str) -> NormalisedIntent:
-    """:func:`normalise_intent` of a search request's intent (at most 512 characters, the
-    request's bound), remembered for the last 4096: a request's intent is normalised when
-    it is validated and again when it is compiled, and a cached plan's intents repeat (the
-    result is immutable). For search intents only: an agent's chat message holds what its
-    redaction removes after normalising (e-mails, phone numbers), and is never kept."""
-    return normalise_intent(raw)
+class SearchIntents:
+    """:func:`normalise_intent` of search requests' intents (at most 512 characters, the
+    request's bound), the accepted ones remembered for the last ``size``: a request's
+    intent is normalised when it is validated and again when it is compiled, and a cached
+    plan's intents repeat (the result is immutable).
+
+    An intent the request refuses (:func:`refusal`) is answered and never remembered: it
+    is never compiled, so remembering it saved nothing, and a stream of refused intents
+    would have pushed the intents being served out of the cache.
+
+    For search intents only: an agent's chat message holds what its redaction removes
+    after normalising (e-mails, phone numbers), and is never kept."""
+
+    def __init__(self, size: int) -> None:
+        self._remembered = lru_cache(maxsize=size)(_accepted)
+
+    def __call__(self, raw: str) -> NormalisedIntent:
+        try:
+            return self._remembered(raw)
+        except _Refused as refused:  # (lru_cache keeps no call that raises)
+            return refused.normalised
+
+    def cache_info(self) -> _CacheInfo:
+        return self._remembered.cache_info()
+
+    def cache_clear(self) -> None:
+        self._remembered.cache_clear()
+
+
+class _Refused(Exception):
+    def __init__(self, normalised: NormalisedIntent) -> None:
+        super().__init__(normalised.text[:40])
+        self.normalised = normalised
+
+
+def _accepted(raw: str) -> NormalisedIntent:
+    """``raw`` normalised; raises :class:`_Refused` (with it) when a request refuses it."""
+    normalised = normalise_intent(raw)
+    if refusal(normalised.text) is not None:
+        raise _Refused(normalised)
+    return normalised
+
+
+search_intent = SearchIntents(4096)
+"""the process's search intents (:class:`SearchIntents`)"""
 
 
 def normalise(raw: str) -> str:
@@ -120,6 +175,12 @@ def normalise(raw: str) -> str:
 
 
 # --- invisible characters ---------------------------------------------------------
+
+
+def _invisible_table(chars: Iterable[str]) -> dict[int, str]:
+    """A :meth:`str.translate` table for a text of ``chars``: each character that
+    :func:`_visible` changes, to what it becomes (built per text: nothing is kept)."""
+    return {ord(char): seen for char in chars if (seen := _visible(char)) != char}
 
 
 def _visible(char: str) -> str:
@@ -159,6 +220,34 @@ def is_mixed_script(word: str) -> bool:
     if len(scripts) < 2:
         return False
     return not any(scripts <= allowed for allowed in _ALLOWED_MIXES)
+
+
+def _may_mix(chars: Iterable[str]) -> bool:
+    """Some word of a text of ``chars`` could mix scripts: the characters come from scripts
+    :func:`is_mixed_script` would call mixed (a word's scripts are a subset of its text's,
+    so when the text's do not mix, no word's do)."""
+    scripts = {_script(char) for char in chars} - _NEUTRAL_SCRIPTS
+    if len(scripts) < 2:
+        return False
+    return not any(scripts <= allowed for allowed in _ALLOWED_MIXES)
+
+
+def _word_mapper(mixed: list[str]) -> Callable[[re.Match[str]], str]:
+    """The replacement :data:`_WORD` substitutes with: :func:`_latin_word`, once per
+    distinct word of one text (a mixed word is appended to ``mixed`` at each occurrence)."""
+    done: dict[str, tuple[str, bool]] = {}
+
+    def mapped(match: re.Match[str]) -> str:
+        word = match.group()
+        known = done.get(word)
+        if known is None:
+            found: list[str] = []
+            known = done[word] = (_latin_word(word, found), bool(found))
+        if known[1]:
+            mixed.append(word)
+        return known[0]
+
+    return mapped
 
 
 def _latin_word(word: str, mixed: list[str]) -> str:

@@ -54,7 +54,7 @@ from control_plane.executor import (
     tier_batches,
     tiers_for,
 )
-from control_plane.intent_text import MAX_INTENT, NormalisedIntent, search_intent, too_long
+from control_plane.intent_text import MAX_INTENT, NormalisedIntent, refusal, search_intent
 from control_plane.matches import Matches
 from control_plane.percolation_guess import Guessing
 from control_plane.plan import Composition
@@ -101,10 +101,8 @@ class SearchRequest(BaseModel):
     @field_validator("intent")
     @classmethod
     def _intent(cls, value: str) -> str:
-        text = search_intent(value).text  # (remembered: compiling normalises it again)
-        if not text:
-            raise ValueError("intent is empty once invisible characters and spaces are removed")
-        problem = too_long(text)  # the bound holds for what is searched, not only what came
+        text = search_intent(value).text  # (remembered when accepted: compiling normalises it again)
+        problem = refusal(text)  # the bound holds for what is searched, not only what came
         if problem is not None:
             raise ValueError(problem)
         return value

@@ -81,7 +81,7 @@ from pydantic import (
 )
 
 from control_plane.errors import PolicyError, PolicyLoadError
-from control_plane.intent_text import MAX_INTENT, normalise, too_long
+from control_plane.intent_text import MAX_INTENT, normalise, refusal
 from control_plane.loader import (
     PYDANTIC_CODES,
     SUFFIXES,
@@ -258,10 +258,7 @@ class TestCase(Frozen):
     @field_validator("intent")
     @classmethod
     def _intent(cls, value: str) -> str:
-        text = normalise(value)
-        if not text:
-            raise ValueError("intent is empty once invisible characters and spaces are removed")
-        problem = too_long(text)  # what a search request refuses (control_plane.service)
+        problem = refusal(normalise(value))  # what a search request refuses (control_plane.service)
         if problem is not None:
             raise ValueError(problem)
         return value
