@@ -126,7 +126,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     """``loop.time()`` of the last read of an incomplete body"""
     _stall_timer: asyncio.TimerHandle | None = None
     _request_id: str | None = None
-    """the refused request's id, when the app gave it one"""
+    """the id of a request whose body timed out (the app's, shared with its record)"""
     _refused: Refusal | None = None
     """a request was refused: nothing more is read, its answer goes once the answers before
     it have"""
