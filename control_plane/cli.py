@@ -196,7 +196,13 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
     from control_plane.api import create_app
-    from control_plane.api.serving import BoundedHttpToolsProtocol, lean_log_records, log_config, run_workers
+    from control_plane.api.serving import (
+        BoundedHttpToolsProtocol,
+        bound_client_times,
+        lean_log_records,
+        log_config,
+        run_workers,
+    )
 
     host, port = args.host or settings.api.host, args.port or settings.api.port
     workers = args.workers or os.cpu_count() or 1
@@ -213,6 +219,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     }
     if workers == 1:
         lean_log_records()
+        bound_client_times(settings.api)
         app = create_app(_service(args, settings), clock=CLOCK)
         uvicorn.run(app, host=host, port=port, **options)
         return EXIT_OK

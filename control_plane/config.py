@@ -95,6 +95,14 @@ class ApiSettings(Section):
     request_deadline_s: float | None = Field(default=None, gt=0)
     """a search or compile request's total budget, engine calls included; past it the
     request answers 503 ``deadline_exceeded``. None: the engine timeout plus one second"""
+    head_timeout_s: float = Field(default=20.0, gt=0)
+    """a request's line and headers not all arrived this long after their first byte get
+    408 ``request_timeout`` and the connection is closed (nginx's ``client_header_timeout``;
+    a connection on which no request begins is closed after as long). ADR 0054"""
+    body_timeout_s: float = Field(default=20.0, gt=0)
+    """a request body still coming that goes this long without a byte gets 408
+    ``request_timeout`` and the connection is closed (nginx's ``client_body_timeout``: the
+    time between two reads, not the whole upload). ADR 0054"""
     threads: int = Field(default=40, ge=1)
     """threads running requests' synchronous work (engine calls, the wait for the audit
     fsync): the size of the API's thread pool (anyio's limiter)"""
@@ -270,6 +278,8 @@ ENV_OVERRIDES: dict[str, tuple[str, str]] = {
     "GOVSEARCH_PLAN_CACHE_SIZE": ("search", "plan_cache_size"),
     "GOVSEARCH_SEARCH_SPECULATION": ("search", "speculation"),
     "GOVSEARCH_REQUEST_DEADLINE": ("api", "request_deadline_s"),
+    "GOVSEARCH_API_HEAD_TIMEOUT": ("api", "head_timeout_s"),
+    "GOVSEARCH_API_BODY_TIMEOUT": ("api", "body_timeout_s"),
     "GOVSEARCH_API_THREADS": ("api", "threads"),
     "GOVSEARCH_API_ACCESS_LOG": ("api", "access_log"),
     "GOVSEARCH_API_CACHED_ON_LOOP": ("api", "cached_on_loop"),

@@ -4,6 +4,11 @@ or body copy per request).
 - :class:`BodyLimit`: a body over ``api.max_body_bytes`` answers 413 ``request_too_large``,
   whether it declares its length (refused before a byte is read) or is streamed with
   chunked encoding (counted as it is received, refused as soon as it passes the limit).
+- :class:`BodyTimedOut`: a body that stopped coming answers 408 ``request_timeout``. The
+  HTTP protocol decides it (``api.body_timeout_s``, :mod:`control_plane.api.serving`),
+  answers the client itself and tells the app the client is gone, leaving the reason in
+  the request's scope state: the app's answer (written to no one) and its decision record
+  then say 408 too, under the request id the client got, not 400.
 - :class:`RequestDeadline`: the serving routes run under a total deadline
   (``api.request_deadline_s``, :mod:`control_plane.deadline`); an engine call that would
   outlive it is cut short and the request answers 503 ``deadline_exceeded``.
@@ -19,6 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from control_plane import deadline
 from control_plane.api import errors
+from control_plane.api.serving import BODY_TIMED_OUT
 
 SERVING_PATHS = frozenset({"/v1/search", "/v1/compile"})
 """the routes bounded by the request deadline (workflow writes, audit reads and the agent
@@ -34,6 +40,14 @@ class BodyTooLarge(HTTPException):
         super().__init__(413, f"request bodies are limited to {limit} bytes")
 
 
+class BodyTimedOut(HTTPException):
+    """Raised from ``receive`` when the client is gone because its body stopped coming
+    (module docstring); answered and recorded as :class:`BodyTooLarge` is."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(408, message)
+
+
 class BodyLimit:
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app = app
@@ -47,7 +61,7 @@ class BodyLimit:
         errors.request_id(request)  # every answer, refusals included, carries one
         length = request.headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > self.limit):
-            await self._refuse(request, scope, receive, send)
+            await self._refuse(request, scope, receive, send, BodyTooLarge(self.limit))
             return
         received = 0
         started = False
@@ -59,6 +73,8 @@ class BodyLimit:
                 received += len(message.get("body", b""))
                 if received > self.limit:
                     raise BodyTooLarge(self.limit)
+            elif timed_out := scope.get("state", {}).get(BODY_TIMED_OUT):
+                raise BodyTimedOut(timed_out)
             return message
 
         async def watched(message: Message) -> None:
@@ -68,15 +84,16 @@ class BodyLimit:
 
         try:
             await self.app(scope, counted, watched)
-        except BodyTooLarge:  # read outside FastAPI's body parsing: answer here
-            if started:
+        except (BodyTooLarge, BodyTimedOut) as refused:  # read outside FastAPI's body parsing:
+            if started:  # answer here
                 raise
-            await self._refuse(request, scope, receive, send)
+            await self._refuse(request, scope, receive, send, refused)
 
-    async def _refuse(self, request: Request, scope: Scope, receive: Receive, send: Send) -> None:
-        response = errors.error_response(
-            request, 413, "request_too_large", f"request bodies are limited to {self.limit} bytes"
-        )
+    async def _refuse(
+        self, request: Request, scope: Scope, receive: Receive, send: Send, refused: HTTPException
+    ) -> None:
+        status = refused.status_code
+        response = errors.error_response(request, status, errors.HTTP_CODES[status], refused.detail)
         await response(scope, receive, send)
 
 

@@ -19,10 +19,22 @@ then, so one connection sending a header that never ends grew the worker by 58 M
 sent, until memory ran out. :class:`BoundedHttpToolsProtocol` (what ``serve`` runs) answers
 431 ``request_header_too_large`` in the one JSON error shape and closes the connection once
 a head passes :data:`MAX_HEAD_BYTES`, as a server behind no proxy must.
+
+Nor does it bound a request's time: its only timer is the keep-alive one, between requests,
+which any byte cancels, so a head sent a byte at a time (slowloris) held its connection for
+as long as the client liked, and a body announced and never sent left the app's
+``receive()`` waiting for ever (the request deadline, :mod:`control_plane.deadline`, bounds
+engine calls, not the body's upload). The protocol answers 408 ``request_timeout`` in the
+one error shape and closes the connection when a head is not whole :attr:`head_timeout_s`
+after its first byte, or when a body's next bytes do not come within
+:attr:`body_timeout_s` of the last ones (nginx's ``client_header_timeout`` and
+``client_body_timeout``; ``api.head_timeout_s``, ``api.body_timeout_s``, set for the
+process by :func:`bound_client_times`). ADR 0054.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import logging
@@ -35,38 +47,89 @@ from uvicorn.config import LOGGING_CONFIG, Config
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.supervisors import Multiprocess
 
+from control_plane.config import ApiSettings
+
 ACCESS_FORMAT = "%(levelname)s:     %(message)s"
 
 MAX_HEAD_BYTES = 65_536
 """bytes a request's line and headers may take (nginx takes 32 KB, Node.js 16 KB by default)"""
 
 
-def _too_large() -> bytes:
-    """The 431's body, in the one error shape (its own request id, for the log)."""
+BODY_TIMED_OUT = "govsearch.body_timed_out"
+"""the key of the request's scope state under which the protocol leaves the 408's message
+when the body stopped coming: the app, told the client is gone, answers (and records) 408
+``request_timeout`` instead (``limits.BodyLimit``)"""
+
+Refusal = tuple[bytes, str, str]
+"""a status line, an error code and its message"""
+
+
+def _refusal_body(code: str, message: str, request_id: str | None) -> bytes:
+    """A refusal's body, in the one error shape (the app's request id, or one of its own,
+    for the log)."""
     return json.dumps({"error": {
-        "code": "request_header_too_large",
-        "message": f"the request line and headers take more than {MAX_HEAD_BYTES} bytes",
-        "request_id": uuid.uuid4().hex,
-        "details": [],
+        "code": code, "message": message, "request_id": request_id or uuid.uuid4().hex, "details": [],
     }}).encode("ascii")
 
 
 class BoundedHttpToolsProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol with a bound on a request head still coming in (module
-    docstring).
+    """uvicorn's httptools protocol with a bound on the size of a request head still coming
+    in, and on the time a head or a body takes (module docstring).
 
-    What is counted is each chunk the head is still incomplete after, from the chunk after
-    the one its request began in: so a head is refused once it has taken more than
-    :data:`MAX_HEAD_BYTES` beyond that first chunk (a read, at most 256 KB), whatever the
-    headers hold, and one that ends inside a chunk is never counted (pipelined requests,
-    however many a chunk holds, are read as before). The parser keeps an incomplete head's
-    bytes, so that is what a connection can make the worker hold."""
+    **Size.** What is counted is each chunk the head is still incomplete after, from the
+    chunk after the one its request began in: so a head is refused once it has taken more
+    than :data:`MAX_HEAD_BYTES` beyond that first chunk (a read, at most 256 KB), whatever
+    the headers hold, and one that ends inside a chunk is never counted (pipelined
+    requests, however many a chunk holds, are read as before). The parser keeps an
+    incomplete head's bytes, so that is what a connection can make the worker hold.
+
+    **Time.** A head (what the size bound counts as one: a request's line and headers, a
+    chunked body's size line and its last chunk's trailers) has :attr:`head_timeout_s` from
+    the read its first byte came in; a body still coming has :attr:`body_timeout_s` between
+    two reads. Past either, 408 ``request_timeout``, then the connection is closed. A head's
+    408 waits for the answers of the requests before it, as a 431 does; a body's request is
+    the one being answered, so the app's reads of it end (it sees the client gone, and
+    what it sends is dropped) and the 408 is its answer. A body whose request was already
+    answered (the app did not read it) closes the connection without one. Time when this
+    side does not read does not count: a clock that runs out while reading is paused (a
+    pipelined request waits for the one before it, the app has not read the body it has,
+    or waits to send ``100 Continue``), or while the body's request waits in the pipeline,
+    starts again; the bound is then between one and two timeouts after reading resumes.
+
+    A connection on which no request begins is closed, without an answer, after
+    :attr:`head_timeout_s` (uvicorn's keep-alive timer is armed only after a first answer,
+    so such a connection was held for ever too).
+
+    **Cost.** One timer per connection (``loop.call_at``), armed when it is made, never
+    moved or cancelled as bytes come: when it fires it looks at what is incomplete then and
+    answers 408, or arms itself again for the due time of what is still coming, or lapses
+    when nothing is (a later head or body left incomplete arms it again). The end of each
+    read checks two flags; only a head or body left incomplete reads the clock (and arms
+    the timer if none is pending). So a request whose head and body come in one read, as
+    nearly every request does, costs no clock read and no timer work, and a connection
+    dripping its head is woken once per timeout, not once per byte.
+    """
+
+    head_timeout_s = 20.0
+    """seconds a head may take from its first byte (``api.head_timeout_s``)"""
+    body_timeout_s = 20.0
+    """seconds a body still coming may go without a byte (``api.body_timeout_s``)"""
 
     _heading = False
     _head_bytes = 0
     _begun = 0
-    _refused = False
-    """a head was refused: nothing more is read, the 431 goes once the answers before it have"""
+    _bodying = False
+    """the current request's head is whole and its body is not (yet)"""
+    _head_since = 0.0
+    """``loop.time()`` of the read the incomplete head began in"""
+    _body_read = 0.0
+    """``loop.time()`` of the last read of an incomplete body"""
+    _stall_timer: asyncio.TimerHandle | None = None
+    _request_id: str | None = None
+    """the id of a request whose body timed out (the app's, shared with its record)"""
+    _refused: Refusal | None = None
+    """a request was refused: nothing more is read, its answer goes once the answers before
+    it have"""
 
     def data_received(self, data: bytes) -> None:
         if self._refused:
@@ -77,6 +140,13 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             self._head_bytes = self._head_bytes + len(data) if self._begun == begun else 0
             if self._head_bytes > MAX_HEAD_BYTES:
                 self._refuse_head()
+                return
+            if self._begun != begun:
+                self._head_since = self.loop.time()
+            self._arm(self._head_since + self.head_timeout_s)
+        elif self._bodying:
+            self._body_read = now = self.loop.time()
+            self._arm(now + self.body_timeout_s)
 
     def on_message_begin(self) -> None:
         self._heading, self._head_bytes, self._begun = True, 0, self._begun + 1
@@ -84,6 +154,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._heading = False
+        self._bodying = True
         super().on_headers_complete()
 
     # A chunked body's last chunk (``0``) is followed by trailer headers, which llhttp parses
@@ -101,7 +172,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         super().on_body(body)
 
     def on_message_complete(self) -> None:
-        self._heading = False
+        self._heading = self._bodying = False
         super().on_message_complete()
 
     def on_response_complete(self) -> None:
@@ -111,22 +182,110 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             if not self._answering():
                 self._send_refusal()
 
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._head_since = self.loop.time()  # a first request that never begins: closed
+        self._arm(self._head_since + self.head_timeout_s)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._stall_timer is not None:
+            self._stall_timer.cancel()
+            self._stall_timer = None
+        super().connection_lost(exc)
+
     def _answering(self) -> bool:
-        """An answer is under way, or requests that came before the refused head wait for
+        """An answer is under way, or requests that came before the refused one wait for
         theirs (HTTP/1.1 answers in the order of the requests)."""
-        return (self.cycle is not None and not self.cycle.response_complete) or bool(self.pipeline)
+        cycle = self.cycle
+        return (cycle is not None and not cycle.response_complete and not cycle.disconnected) or bool(
+            self.pipeline
+        )
+
+    def _arm(self, due: float) -> None:
+        """The connection's timer, if it has none pending (one due earlier is armed again
+        for what is incomplete when it fires)."""
+        if self._stall_timer is None:
+            self._stall_timer = self.loop.call_at(due, self._stalled)
+
+    def _stalled(self) -> None:
+        """The timer: a head or body past its time is refused; one that still has time, or
+        whose clock stood still because this side was not reading, arms it again."""
+        self._stall_timer = None
+        if self._refused or self.transport.is_closing() or self.transport.get_protocol() is not self:
+            return  # (refused, closing, or upgraded to another protocol)
+        now = self.loop.time()
+        if not self._begun:  # no request began since the connection was made
+            if now >= self._head_since + self.head_timeout_s:
+                self.transport.close()  # as nginx: nothing asked, nothing answered
+            else:
+                self._arm(self._head_since + self.head_timeout_s)
+        elif self._heading:
+            if self.flow.read_paused:
+                self._head_since = now
+            elif now >= self._head_since + self.head_timeout_s:
+                self._refuse_slow_head()
+                return
+            self._arm(self._head_since + self.head_timeout_s)
+        elif self._bodying:
+            cycle = self.cycle
+            if self.flow.read_paused or self.pipeline or cycle is None or cycle.waiting_for_100_continue:
+                self._body_read = now
+            elif now >= self._body_read + self.body_timeout_s:
+                self._refuse_slow_body()
+                return
+            self._arm(self._body_read + self.body_timeout_s)
 
     def _refuse_head(self) -> None:
-        self._heading, self._refused = False, True
-        self.flow.pause_reading()  # nothing more of this connection is read
         self.logger.warning("A request head over %d bytes was refused (431).", MAX_HEAD_BYTES)
+        self._refuse((
+            b"HTTP/1.1 431 Request Header Fields Too Large\r\n",
+            "request_header_too_large",
+            f"the request line and headers take more than {MAX_HEAD_BYTES} bytes",
+        ))
+
+    def _refuse_slow_head(self) -> None:
+        self.logger.warning(
+            "A request head not whole %gs after its first byte was refused (408).", self.head_timeout_s
+        )
+        self._refuse((
+            b"HTTP/1.1 408 Request Timeout\r\n",
+            "request_timeout",
+            f"the request line and headers did not arrive within {self.head_timeout_s:g} s",
+        ))
+
+    def _refuse_slow_body(self) -> None:
+        """The body of the request being answered (nothing is queued behind it: the parser
+        is inside it) stopped coming: the app's reads end as if the client had gone and
+        what it sends is dropped; the 408 is the answer, unless one was already begun."""
+        cycle = self.cycle
+        self.logger.warning("A request body with no byte for %gs was refused (408).", self.body_timeout_s)
+        message = f"the request body stopped coming: no byte for {self.body_timeout_s:g} s"
+        state = cycle.scope.setdefault("state", {})
+        state[BODY_TIMED_OUT] = message
+        # the app's id for the request (``errors.request_id`` keeps it there): its record and
+        # this answer name the same request
+        self._request_id = state.setdefault("request_id", uuid.uuid4().hex)
+        cycle.disconnected = True  # (the app's receive() says so, its send() writes nothing)
+        cycle.message_event.set()
+        if cycle.response_started:
+            self._bodying = False
+            self.transport.close()
+            return
+        self._refuse((b"HTTP/1.1 408 Request Timeout\r\n", "request_timeout", message))
+
+    def _refuse(self, refusal: Refusal) -> None:
+        self._heading = self._bodying = False
+        self._refused = refusal
+        self.flow.pause_reading()  # nothing more of this connection is read
         if not self._answering():
             self._send_refusal()
 
     def _send_refusal(self) -> None:
-        """The 431, then the connection closed."""
-        body = _too_large()
-        head = [b"HTTP/1.1 431 Request Header Fields Too Large\r\n"]
+        """The refusal, then the connection closed."""
+        assert self._refused is not None
+        status, code, message = self._refused
+        body = _refusal_body(code, message, self._request_id)
+        head = [status]
         for name, value in self.server_state.default_headers:
             head += [name, b": ", value, b"\r\n"]
         head += [
@@ -137,6 +296,15 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         ]
         self.transport.write(b"".join(head))
         self.transport.close()
+
+
+def bound_client_times(api: ApiSettings) -> None:
+    """The head and body timeouts of ``api`` for every connection this process serves
+    (called where the app is built, in the process that serves: ``serve``, each worker of
+    ``serve --workers N``, ``demo``; uvicorn's configuration, which a worker gets pickled,
+    can only name the protocol class)."""
+    BoundedHttpToolsProtocol.head_timeout_s = api.head_timeout_s
+    BoundedHttpToolsProtocol.body_timeout_s = api.body_timeout_s
 
 
 def log_config() -> dict[str, Any]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from control_plane.api.app import create_app
-from control_plane.api.serving import lean_log_records
+from control_plane.api.serving import bound_client_times, lean_log_records
 from control_plane.bootstrap import profile_of
 from control_plane.cli_support import CLOCK, connect_engine
 from control_plane.config import load_settings
@@ -22,5 +22,6 @@ from control_plane.service import SearchService
 def build() -> FastAPI:
     lean_log_records()
     settings = load_settings()
+    bound_client_times(settings.api)
     service = SearchService(settings, connect_engine(settings), profile_of(settings))
     return create_app(service, clock=CLOCK)

@@ -1,0 +1,247 @@
+"""Slow clients on a real ``govsearch serve`` (ADR 0054): a request head sent a byte at a
+time, a body announced and never sent, a connection on which nothing is asked. Before,
+uvicorn's httptools protocol had only its keep-alive timer, between requests, which any
+byte cancels: each of these held its connection (and, for the body, the app's ``receive()``)
+for as long as the client liked. Now a head not whole ``api.head_timeout_s`` after its first
+byte, or a body with no byte for ``api.body_timeout_s``, gets 408 ``request_timeout`` in the
+one error shape, after the answers of the requests before it, and the connection closes.
+
+The bounds are configured small (0.5 s) and the tests wait on the socket with generous
+timeouts: they assert what arrives, never how long it took."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.drills.harness import GOVSEARCH, ROOT, Served, checkout_env, free_port, serve, wait_until
+from tests.drills.relay import Relay
+
+pytestmark = pytest.mark.engine
+
+BOUND_S = "0.5"
+SLOW = {"GOVSEARCH_API_HEAD_TIMEOUT": BOUND_S, "GOVSEARCH_API_BODY_TIMEOUT": BOUND_S}
+PATIENCE_S = 30.0
+"""how long a test waits for an answer (60 times the bound): only a server that never answers
+makes it wait that long"""
+
+
+@pytest.fixture(scope="module", params=[1, 2], ids=["one-worker", "two-workers"])
+def served(
+    request: pytest.FixtureRequest, engine_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[int, Path]]:
+    """The port of a ``govsearch serve --workers N`` whose bounds are 0.5 s (the workers of
+    ``--workers 2`` read them from the environment the supervisor hands on), and the
+    directory of its decision records."""
+    workers = request.param
+    directory = tmp_path_factory.mktemp(f"slow-{workers}")
+    port = free_port()
+    environ = {**checkout_env(), **SLOW, "GOVSEARCH_ENGINE_URL": engine_url,
+               "GOVSEARCH_AUDIT_PATH": str(directory / "decisions.jsonl"),
+               "GOVSEARCH_POLICIES_INDEX_PREFIX": f"slow-{uuid.uuid4().hex[:8]}"}
+    with open(directory / "serve.log", "ab") as log:
+        process = subprocess.Popen(
+            [GOVSEARCH, "serve", "--workers", str(workers), "--port", str(port)],
+            cwd=ROOT, env=environ, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    try:
+        if wait_until(lambda: _healthy(port), 60, every_s=0.2) is None:
+            pytest.fail((directory / "serve.log").read_text()[-2000:])
+        yield port, directory
+    finally:
+        os.killpg(process.pid, 15)
+        process.wait(timeout=30)
+
+
+def _healthy(port: int) -> bool:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _rest(sock: socket.socket) -> tuple[bytes, bool]:
+    """Everything the server sends until it closes the connection (True), or until it has
+    been quiet for :data:`PATIENCE_S` (False)."""
+    received = b""
+    sock.settimeout(PATIENCE_S)
+    try:
+        while chunk := sock.recv(65536):
+            received += chunk
+    except TimeoutError:
+        return received, False
+    except ConnectionResetError:
+        pass
+    return received, True
+
+
+def _drip(sock: socket.socket, data: bytes, gap_s: float = 0.05) -> None:
+    """Send ``data`` a byte at a time, ``gap_s`` apart, until the server answers or hangs up."""
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        for byte in data:
+            if select.select([sock], [], [], 0)[0]:
+                return
+            sock.sendall(bytes([byte]))
+            time.sleep(gap_s)
+
+
+def _answers(data: bytes) -> list[tuple[str, dict[str, str], bytes]]:
+    """The HTTP answers in ``data``, in order: (status line, headers, body by its length)."""
+    found = []
+    while data:
+        head, _, data = data.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        headers = dict(line.lower().split(": ", 1) for line in lines[1:])
+        length = int(headers.get("content-length", "0"))
+        found.append((lines[0], headers, data[:length]))
+        data = data[length:]
+    return found
+
+
+def _read(sock: socket.socket, count: int) -> list[tuple[str, dict[str, str], bytes]]:
+    """The next ``count`` answers on a connection kept open."""
+    received = b""
+    sock.settimeout(PATIENCE_S)
+    while True:
+        chunk = sock.recv(65536)
+        assert chunk, f"closed after {received[:300]!r}"
+        received += chunk
+        with contextlib.suppress(ValueError):  # (an answer cut short)
+            answers = _answers(received)
+            _, headers, body = answers[-1]
+            if len(answers) == count and len(body) == int(headers.get("content-length", "0")):
+                return answers
+
+
+def _timed_out(answer: tuple[str, dict[str, str], bytes], part: str) -> None:
+    status, headers, body = answer
+    assert status == "HTTP/1.1 408 Request Timeout"
+    assert headers["connection"] == "close" and headers["content-type"] == "application/json"
+    error = json.loads(body)["error"]
+    assert set(error) == {"code", "message", "request_id", "details"}
+    assert error["code"] == "request_timeout" and part in error["message"], error
+
+
+def test_a_head_dripped_a_byte_at_a_time_gets_408_and_its_connection_closes(served: tuple[int, Path]) -> None:
+    with socket.create_connection(("127.0.0.1", served[0]), timeout=10) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        _drip(sock, b"X-Slow: " + b"s" * 600)  # 30 s of bytes if nobody stops it
+        received, closed = _rest(sock)
+    answers = _answers(received)
+    assert len(answers) == 1, received[:300]
+    _timed_out(answers[0], "headers")
+    assert closed
+    assert _healthy(served[0])
+
+
+def test_a_body_that_stops_coming_gets_408_and_its_connection_closes(served: tuple[int, Path]) -> None:
+    """``Content-Length`` announced, a part sent, then nothing: the app waits in
+    ``receive()`` (the request deadline bounds engine calls, not the upload)."""
+    with socket.create_connection(("127.0.0.1", served[0]), timeout=10) as sock:
+        sock.sendall(b"POST /v1/search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 100\r\n\r\n{\"intent\": \"cheap ")
+        received, closed = _rest(sock)
+    answers = _answers(received)
+    assert len(answers) == 1, received[:300]
+    _timed_out(answers[0], "body")
+    assert closed
+    assert _healthy(served[0])
+    # the search's decision record says what the client got (the app saw the client gone)
+    request_id = json.loads(answers[0][2])["error"]["request_id"]
+    assert wait_until(lambda: _records(served[1], request_id), PATIENCE_S) is not None
+    (record,) = _records(served[1], request_id)
+    assert (record["error"]["status"], record["error"]["code"]) == (408, "request_timeout")
+
+
+def _records(directory: Path, request_id: str) -> list[dict[str, Any]]:
+    """The decision records of ``request_id`` (a line being written is skipped)."""
+    found = []
+    for line in (directory / "decisions.jsonl").read_text().splitlines():
+        with contextlib.suppress(ValueError):
+            record = json.loads(line)
+            if record.get("request_id") == request_id:
+                found.append(record)
+    return found
+
+
+def test_a_connection_on_which_nothing_is_asked_is_closed_without_an_answer(served: tuple[int, Path]) -> None:
+    with socket.create_connection(("127.0.0.1", served[0]), timeout=10) as sock:
+        received, closed = _rest(sock)
+    assert (received, closed) == (b"", True)
+
+
+def test_kept_alive_requests_whose_heads_come_whole_are_not_bounded_by_the_time_between_them(
+    served: tuple[int, Path],
+) -> None:
+    """Only a head's own time counts: three times the bound idle between requests (well
+    within uvicorn's keep-alive timeout, 5 s), a head in two writes, a body in two."""
+    with socket.create_connection(("127.0.0.1", served[0]), timeout=10) as sock:
+        statuses = []
+        for round_ in range(3):
+            if round_:
+                time.sleep(3 * float(BOUND_S))
+            sock.sendall(b"GET /healthz HTTP/1.1\r\n")
+            sock.sendall(b"Host: x\r\n\r\n")
+            sock.sendall(b"POST /v1/search HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\n"
+                         b"Content-Length: 4\r\n\r\nab")
+            sock.sendall(b"cd")
+            statuses += [status for status, _, _ in _read(sock, 2)]
+    assert statuses[::2] == ["HTTP/1.1 200 OK"] * 3
+    assert not any(" 408 " in status for status in statuses), statuses
+    assert all(status.startswith("HTTP/1.1 4") for status in statuses[1::2]), statuses  # (text/plain)
+
+
+@pytest.fixture()
+def relayed(engine_url: str, tmp_path: Path) -> Iterator[tuple[Served, Relay]]:
+    """``govsearch serve`` (bounds of 0.5 s) whose engine calls go through a relay."""
+    with Relay(engine_url) as relay:
+        served = serve(relay.url, tmp_path, "relayed", **SLOW, GOVSEARCH_ENGINE_TIMEOUT="60",
+                       GOVSEARCH_POLICIES_INDEX_PREFIX=f"slow-{uuid.uuid4().hex[:8]}")
+        try:
+            yield served, relay
+        finally:
+            served.stop()
+
+
+def test_a_408_for_a_slow_head_comes_after_the_answer_of_the_request_pipelined_before_it(
+    relayed: tuple[Served, Relay],
+) -> None:
+    """A search whose engine call is held on the wire, then the start of a second request's
+    head, and nothing more: the head's time runs out while the search is still being
+    answered (the log says so); the search's answer, released, comes first, then the 408."""
+    served, relay = relayed
+    port = int(served.url.rsplit(":", 1)[1])
+    refused = "was refused (408)"
+    relay.hold(lambda method, path: True)
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(b"POST /v1/search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 21\r\n\r\n{\"intent\": \"cheap x\"}"
+                     b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        try:
+            assert relay.held.wait(PATIENCE_S), "the search made no engine call"
+            assert wait_until(lambda: refused in served.log.read_text(), PATIENCE_S) is not None, (
+                served.log.read_text()[-2000:]
+            )
+        finally:
+            relay.release()
+        received, closed = _rest(sock)
+    answers = _answers(received)
+    assert len(answers) == 2, received[:600]
+    first, _, body = answers[0]
+    assert " 408 " not in first
+    assert json.loads(body)  # the search's own answer, whatever the engine said
+    _timed_out(answers[1], "headers")
+    assert closed
