@@ -98,11 +98,11 @@ class ApiSettings(Section):
     head_timeout_s: float = Field(default=20.0, gt=0)
     """a request's line and headers not all arrived this long after their first byte get
     408 ``request_timeout`` and the connection is closed (nginx's ``client_header_timeout``;
-    a connection on which no request begins is closed after as long). ADR 0054"""
+    a connection on which no request begins is closed after as long). ADR 0055"""
     body_timeout_s: float = Field(default=20.0, gt=0)
     """a request body still coming that goes this long without a byte gets 408
     ``request_timeout`` and the connection is closed (nginx's ``client_body_timeout``: the
-    time between two reads, not the whole upload). ADR 0054"""
+    time between two reads, not the whole upload). ADR 0055"""
     threads: int = Field(default=40, ge=1)
     """threads running requests' synchronous work (engine calls, the wait for the audit
     fsync): the size of the API's thread pool (anyio's limiter)"""

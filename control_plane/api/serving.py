@@ -29,7 +29,7 @@ one error shape and closes the connection when a head is not whole :attr:`head_t
 after its first byte, or when a body's next bytes do not come within
 :attr:`body_timeout_s` of the last ones (nginx's ``client_header_timeout`` and
 ``client_body_timeout``; ``api.head_timeout_s``, ``api.body_timeout_s``, set for the
-process by :func:`bound_client_times`). ADR 0054.
+process by :func:`bound_client_times`). ADR 0055.
 """
 
 from __future__ import annotations

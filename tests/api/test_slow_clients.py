@@ -1,4 +1,4 @@
-"""Slow clients on a real ``govsearch serve`` (ADR 0054): a request head sent a byte at a
+"""Slow clients on a real ``govsearch serve`` (ADR 0055): a request head sent a byte at a
 time, a body announced and never sent, a connection on which nothing is asked. Before,
 uvicorn's httptools protocol had only its keep-alive timer, between requests, which any
 byte cancels: each of these held its connection (and, for the body, the app's ``receive()``)
