@@ -561,12 +561,11 @@ class Intents:
 
     def _close(self, document: Mapping[str, Any], state: str, note: str) -> Settled:
         """Close the intent document (every closer writes the same state: the marker it is
-        read from no longer changes), then remove its marker."""
+        read from no longer changes), then remove its marker, whichever it is now (one call:
+        the intent's id is a fixed-length prefix of its markers' names alone)."""
         intent_id = str(document["intent_id"])
         closed = {"at": iso(self.clock()), "by": describe(self.owner()), "note": note}
         self._write({**document, "state": state, "closed": closed})
-        marker = self.state_of(intent_id)
-        if marker is not None:
-            self._try([{"remove": {"index": self.index, "alias": self.marker(intent_id, marker)}}])
+        self._try([{"remove": {"index": self.index, "alias": f"{self.base}{intent_id}*"}}])
         return Settled(intent_id, state, str(document["env"]), str(document["action"]),
                        str(document["actor"]), document.get("version"))

@@ -192,6 +192,10 @@ class Workflow:
         return found
 
     def version_state(self, version: str) -> VersionState:
+        with self.store.one_call():
+            return self._version_state(version)
+
+    def _version_state(self, version: str) -> VersionState:
         version = self.resolve_version(version)
         entry = self.store.version(version)
         if entry is None:  # an environment published without the workflow (policy_store.publish)
@@ -578,7 +582,8 @@ class Workflow:
         yielded ``["version"]`` once it resolved the version it acts on."""
         subject: dict[str, str | None] = {"version": version}
         try:
-            yield subject
+            with self.store.one_call():  # the call's rules settle the moves once
+                yield subject
         except Refused as refused:
             self.store.record(self.store.new_event(
                 principal.name, action, self.clock(), outcome="refused", code=refused.code,
