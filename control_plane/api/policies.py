@@ -1,6 +1,6 @@
 """The workflow API (the backend of a merchandising UI): environments and their policies,
 drafts in staging, tests, lint, behavioural diff, approval, promotion, rollback, the kill
-switch and the history. Every route needs an API key; the roles are in
+switch, the history and the journal of moves. Every route needs an API key; the roles are in
 ``control_plane.lifecycle.keys``. Refusals answer with the workflow's code and reason."""
 
 from __future__ import annotations
@@ -151,6 +151,23 @@ async def history(
         ),
     )
     return {"events": [e.as_json() for e in events]}
+
+
+@router.get("/intents")
+async def intents(
+    request: Request,
+    _: Reader,
+    env: Env | None = None,
+    state: Literal["open", "dropped", "withdrawn", "recorded"] | None = None,
+    limit: int = Query(default=100, ge=1, le=1000),
+) -> dict[str, Any]:
+    """The journal of environment moves (ADR 0053), newest first: by default the moves no
+    history event names (in flight, dropped, withdrawn), each with the event it has or would
+    have had, and why it was closed."""
+    found = await call(
+        lambda: workflow_of(request).move_intents(env=env, state=state, limit=limit)
+    )
+    return {"intents": [entry.as_json() for entry in found]}
 
 
 # --- authoring -------------------------------------------------------------------------

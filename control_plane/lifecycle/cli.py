@@ -274,16 +274,49 @@ def cmd_history(args: argparse.Namespace, settings: Settings) -> int:
         print_json({"events": [e.as_json() for e in events]})
         return 0
     for event in events:
-        details = event.details or {}
-        what = (event.diff or {}).get("summary") or event.reason or ""
-        if event.action == "test" and details:
-            total, failed = details.get("total", 0), details.get("failed", 0)
-            what = f"{'passed' if details.get('passed') else 'FAILED'} {total - failed}/{total} cases"
-        if event.outcome == "refused":
-            what = f"REFUSED {event.code}: {what}"
+        print(_history_line(event.as_json()))
+    return 0
+
+
+def _history_line(event: dict[str, Any]) -> str:
+    """One event as a line: when, who, what, where, which version, then what changed and
+    why; a refusal says so with its code, an event written by another process than the one
+    that made the move (ADR 0053) says who wrote it and when."""
+    details = event["details"] or {}
+    what = (event["diff"] or {}).get("summary") or ""
+    if event["action"] == "test" and details:
+        total, failed = details.get("total", 0), details.get("failed", 0)
+        what = f"{'passed' if details.get('passed') else 'FAILED'} {total - failed}/{total} cases"
+    reason = event["reason"] or ""
+    what = f"{what}; reason: {reason}" if what and reason and reason != what else what or reason
+    if event["outcome"] == "refused":
+        what = f"REFUSED {event['code']}: {what}"
+    recovered = details.get("recovered")
+    if recovered:
+        what = f"RECOVERED by {recovered.get('by')} at {recovered.get('at')}: {what}"
+    return (
+        f"{event['time']}  {event['actor']:<12} {event['action']:<9} {event['env'] or '-':<7}"
+        f" {(event['version'] or '-')[:12]:<12}  {what}"
+    )
+
+
+def cmd_intents(args: argparse.Namespace, settings: Settings) -> int:
+    entries = _workflow(settings).move_intents(env=args.env, state=args.state, limit=args.limit)
+    if args.json:
+        print_json({"intents": [entry.as_json() for entry in entries]})
+        return 0
+    for entry in entries:
+        data = entry.as_json()
+        event = data["event"]
+        if data["closed"]:
+            why = f"{data['state'].upper()}: {data['closed'].get('note')}"
+        else:
+            owner = data["owner"]
+            why = (f"{data['state'].upper()} ({data['marker'] or 'no marker'}): owner"
+                   f" {owner.get('host')} pid {owner.get('pid')} until {data['expires']}")
         print(
-            f"{event.time}  {event.actor:<12} {event.action:<9} {event.env or '-':<7}"
-            f" {(event.version or '-')[:12]:<12}  {what}"
+            f"{event['time']}  {event['actor']:<12} {event['action']:<9} {data['env']:<7}"
+            f" {(event['version'] or '-')[:12]:<12}  {why}"
         )
     return 0
 
@@ -471,6 +504,20 @@ def add_policy_actions(actions: Any) -> None:
     history.add_argument("--limit", type=int, default=50)
     history.add_argument("--json", action="store_true", help="print JSON")
     history.set_defaults(run=_refusals(cmd_history))
+
+    intents = actions.add_parser(
+        "intents",
+        help="environment moves no history event names: in flight, dropped (never made),"
+        " withdrawn (taken back)",
+    )
+    intents.add_argument("--env", choices=["live", "staging"])
+    intents.add_argument(
+        "--state", choices=["open", "dropped", "withdrawn", "recorded"],
+        help="only intents in this state (default: open, dropped and withdrawn)",
+    )
+    intents.add_argument("--limit", type=int, default=50)
+    intents.add_argument("--json", action="store_true", help="print JSON")
+    intents.set_defaults(run=_refusals(cmd_intents))
 
     suggest = actions.add_parser(
         "suggest", help="draft policies from the decision log into staging (origin llm or rules)"

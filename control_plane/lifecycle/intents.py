@@ -47,6 +47,7 @@ import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import Any
 
 from control_plane import policy_store
@@ -61,6 +62,11 @@ MARKERS = (OPEN, APPLIED, DROPPED, WITHDRAWN, RECORDING)
 """what an intent's alias marker says: the token (``open``) or its suffix"""
 RECORDED = "recorded"
 """a closed intent whose event is in the history (``dropped`` and ``withdrawn`` close too)"""
+STATES = (OPEN, DROPPED, WITHDRAWN, RECORDED)
+"""an intent document's states"""
+UNRECORDED = (OPEN, DROPPED, WITHDRAWN)
+"""the states of the intents no history event names: in flight (``open``), never made
+(``dropped``), taken back (``withdrawn``): what :meth:`Intents.journal` lists by default"""
 
 _ID_LENGTH = 29
 """``{seq:020d}-{8 hex}``, like a history event's id"""
@@ -203,6 +209,35 @@ class Intent:
             owner=data.get("owner") or {},
             expires_ns=int(data["expires_ns"]),
         )
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One intent as the journal read shows it (:meth:`Intents.journal`)."""
+
+    document: Mapping[str, Any]
+    """the intent document as stored"""
+    marker: str | None
+    """an open intent's marker now: ``open`` (not moved yet), ``applied`` (moved, its event
+    not written yet), ``recording`` (moved, its event left to the next reader); None once
+    closed"""
+
+    def as_json(self) -> dict[str, Any]:
+        data = self.document
+        expires_ns = int(data["expires_ns"])
+        return {
+            "intent_id": data["intent_id"],
+            "state": data["state"],
+            "marker": self.marker,
+            "env": data["env"],
+            "alias": data.get("alias"),
+            "from_index": data.get("from_index"),
+            "to_index": data.get("to_index"),
+            "owner": dict(data.get("owner") or {}),
+            "expires": iso(datetime.fromtimestamp(expires_ns / 1e9, UTC)),
+            "closed": dict(data["closed"]) if data.get("closed") else None,
+            "event": dict(data["event"]),
+        }
 
 
 @dataclass(frozen=True)
@@ -401,6 +436,26 @@ class Intents:
                 self._tidy(intent_id, state)
         return done
 
+    def journal(
+        self, *, env: str | None = None, states: Sequence[str] = UNRECORDED, limit: int = 100
+    ) -> list[Entry]:
+        """The intents in ``states`` (of ``env``), newest first; an open one with its marker.
+        Settles nothing (the caller settles first, as a history read does)."""
+        filters: list[dict[str, Any]] = [{"terms": {"state": list(states)}}]
+        if env is not None:
+            filters.append({"term": {"env": env}})
+        body = {"size": limit, "query": {"bool": {"filter": filters}},
+                "sort": [{"seq": "desc"}, {"intent_id": "desc"}]}
+        try:
+            hits = self.engine.search(self.index, body)["hits"]["hits"]
+        except EngineError as error:
+            if error.status == 404:  # no move was ever written down under this prefix
+                return []
+            raise
+        documents = [hit["_source"] for hit in hits]
+        marks = self._marks() if any(d["state"] == OPEN for d in documents) else {}
+        return [Entry(d, marks.get(d["intent_id"]) if d["state"] == OPEN else None) for d in documents]
+
     def state_of(self, intent_id: str) -> str | None:
         """The intent's marker now (None: it has none)."""
         return self._marks(intent_id).get(intent_id)
@@ -506,12 +561,11 @@ class Intents:
 
     def _close(self, document: Mapping[str, Any], state: str, note: str) -> Settled:
         """Close the intent document (every closer writes the same state: the marker it is
-        read from no longer changes), then remove its marker."""
+        read from no longer changes), then remove its marker, whichever it is now (one call:
+        the intent's id is a fixed-length prefix of its markers' names alone)."""
         intent_id = str(document["intent_id"])
         closed = {"at": iso(self.clock()), "by": describe(self.owner()), "note": note}
         self._write({**document, "state": state, "closed": closed})
-        marker = self.state_of(intent_id)
-        if marker is not None:
-            self._try([{"remove": {"index": self.index, "alias": self.marker(intent_id, marker)}}])
+        self._try([{"remove": {"index": self.index, "alias": f"{self.base}{intent_id}*"}}])
         return Settled(intent_id, state, str(document["env"]), str(document["action"]),
                        str(document["actor"]), document.get("version"))

@@ -21,9 +21,11 @@ event is completed from there before the history is read.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -131,7 +133,9 @@ class LifecycleStore:
         self._ready = False
         self.before_read: Callable[[], object] | None = None
         """called before the history is read: completes the moves whose owner died between
-        the alias move and the event (:mod:`control_plane.lifecycle.intents`)"""
+        the alias move and the event (:mod:`control_plane.lifecycle.intents`); once per
+        :meth:`one_call` when the reads are made in one"""
+        self._call = threading.local()
 
     def ensure(self) -> None:
         if self._ready:
@@ -232,6 +236,32 @@ class LifecycleStore:
             **fields,
         )
 
+    @contextmanager
+    def one_call(self) -> Iterator[None]:
+        """The history reads of one workflow call (on this thread): :attr:`before_read` runs
+        before the first of them only. Settling again before each later read of the same
+        call would add nothing the call can rely on: a move whose owner dies, or whose lease
+        passes, while the call runs may as well do so after its last read (the next call
+        settles it), and the call's own move is a compare-and-swap on what it read."""
+        outer = getattr(self._call, "depth", 0)
+        if outer == 0:
+            self._call.settled = False
+        self._call.depth = outer + 1
+        try:
+            yield
+        finally:
+            self._call.depth = outer
+
+    def _before_read(self) -> None:
+        if self.before_read is None:
+            return
+        in_call = getattr(self._call, "depth", 0) > 0
+        if in_call and self._call.settled:
+            return
+        self.before_read()
+        if in_call:
+            self._call.settled = True
+
     def events(
         self,
         *,
@@ -248,8 +278,7 @@ class LifecycleStore:
         """History events matching every filter given, newest first (moves whose owner died
         before writing their event completed first)."""
         self.ensure()
-        if self.before_read is not None:
-            self.before_read()
+        self._before_read()
         filters: list[dict[str, Any]] = []
         for field, value in (
             ("env", env), ("policy_ids", policy_id), ("actor", actor), ("outcome", outcome),

@@ -53,7 +53,15 @@ from control_plane.errors import ERROR_CODES, PolicyError, PolicyLoadError
 from control_plane.lifecycle import lineage, regression
 from control_plane.lifecycle import lint as linting
 from control_plane.lifecycle.changes import policy_diff, summary, touched_policies
-from control_plane.lifecycle.intents import APPLIED, OPEN, IntentGivenUp, Intents, Settled
+from control_plane.lifecycle.intents import (
+    APPLIED,
+    OPEN,
+    UNRECORDED,
+    Entry,
+    IntentGivenUp,
+    Intents,
+    Settled,
+)
 from control_plane.lifecycle.keys import Principal
 from control_plane.lifecycle.runner import SuiteReport, run_suite, without_plan_cache
 from control_plane.lifecycle.store import Event, LifecycleStore
@@ -184,6 +192,10 @@ class Workflow:
         return found
 
     def version_state(self, version: str) -> VersionState:
+        with self.store.one_call():
+            return self._version_state(version)
+
+    def _version_state(self, version: str) -> VersionState:
         version = self.resolve_version(version)
         entry = self.store.version(version)
         if entry is None:  # an environment published without the workflow (policy_store.publish)
@@ -217,6 +229,17 @@ class Workflow:
 
     def history(self, **filters: Any) -> list[Event]:
         return self.store.events(**filters)
+
+    def move_intents(
+        self, *, env: str | None = None, state: str | None = None, limit: int = 100
+    ) -> list[Entry]:
+        """The journal of environment moves, newest first: by default the intents no history
+        event names (in flight, dropped, withdrawn), else those in ``state``. Settled first,
+        like a history read; when settling fails (the history cannot be written) they are
+        listed as they stand (a move made and not recorded reads ``open``, marker
+        ``applied``)."""
+        self.settle_moves()
+        return self.intents.journal(env=env, states=(state,) if state else UNRECORDED, limit=limit)
 
     def settle_moves(self) -> list[Settled]:
         """Complete the moves whose process died between the alias move and the history
@@ -559,7 +582,8 @@ class Workflow:
         yielded ``["version"]`` once it resolved the version it acts on."""
         subject: dict[str, str | None] = {"version": version}
         try:
-            yield subject
+            with self.store.one_call():  # the call's rules settle the moves once
+                yield subject
         except Refused as refused:
             self.store.record(self.store.new_event(
                 principal.name, action, self.clock(), outcome="refused", code=refused.code,

@@ -338,3 +338,53 @@ def test_a_reader_leaves_alone_an_intent_opened_while_it_reads(lifecycle: Lifecy
     thread.join(timeout=60)
     assert promoted and promoted[0].version == version
     assert lc.workflow.history(env="live", action=LIVE_MOVES)[0].version == version
+
+
+class Counting(DelegatingEngine):
+    """The real engine; every request's method and path, in order."""
+
+    def __init__(self, real: Engine) -> None:
+        super().__init__(real)
+        self.sent: list[tuple[str, str]] = []
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        params: Mapping[str, Any] | None = None,
+        timeout_s: float | None = None,
+    ) -> Any:
+        self.sent.append((method, path))
+        return super().request(method, path, body, params, timeout_s)
+
+
+def test_a_workflow_call_settles_once_and_closes_its_intent_in_one_call(lifecycle: Lifecycle) -> None:
+    """What the journal costs a promotion: one read of its markers before the rules read the
+    history and one before the answer does (not one per history read), and the close is a
+    document write and one marker removal (not a marker read, then a removal)."""
+    lc = lifecycle
+    version = candidate(lc, "teas", "green tea")
+    counting = Counting(lc.engine)
+    wf = workflow(lc, counting)
+    wf.intents.ensure()
+    assert wf.promote(lc.principals["bob"], version, "counted").version == version
+    journal = wf.intents.index
+    markers_read = [path for method, path in counting.sent if path.startswith(f"/{journal}/_alias")]
+    history_read = [path for method, path in counting.sent if path == f"/{wf.store.history}/_search"]
+    assert len(history_read) > 2 and markers_read == [f"/{journal}/_alias"] * 2, counting.sent
+    moved = counting.sent.index(next(s for s in counting.sent if s[0] == "PUT" and s[1].startswith(
+        f"/{wf.store.history}/_doc/")))
+    assert [method for method, _ in counting.sent[moved + 1:moved + 3]] == ["PUT", "POST"], (
+        "the event, then the intent closed (PUT) and its marker removed (POST /_aliases)"
+    )
+    assert counting.sent[moved + 2][1] == "/_aliases"
+    # settled all the same: a move left by a dead process is recorded before the rules read
+    dead = candidate(lc, "herbal", "herbal tea")
+    with pytest.raises(Crash):
+        workflow(lc, Crashing(lc.engine, event_write(lc, "promote")), dead_owner).promote(
+            lc.principals["bob"], dead, "died before its event"
+        )
+    assert live_index(lc) == [index_of(lc, dead)]
+    rolled = wf.rollback(lc.principals["bob"], None, "back")
+    assert rolled.version == version, "the rollback's rules saw the recovered promotion"

@@ -72,6 +72,7 @@ ACCESS: dict[tuple[str, str], Access] = {
     ("GET", "/v1/policies/versions/{version}/tests"): always(READERS),
     ("GET", "/v1/policies/versions/{version}/lint"): always(READERS),
     ("GET", "/v1/policies/history"): always(READERS),
+    ("GET", "/v1/policies/intents"): always(READERS),
     ("PUT", "/v1/policies/staging/policies/{policy_id}"): always(frozenset({"author"})),
     ("DELETE", "/v1/policies/staging/policies/{policy_id}"): always(frozenset({"author"})),
     ("PUT", "/v1/policies/staging/tests"): always(frozenset({"author"})),
