@@ -196,13 +196,8 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
     from control_plane.api import create_app
-    from control_plane.api.serving import (
-        BoundedHttpToolsProtocol,
-        bound_client_times,
-        lean_log_records,
-        log_config,
-        run_workers,
-    )
+    from control_plane.api.serving import bound_client_times, lean_log_records, log_config, run_workers
+    from control_plane.api.wire_lane import WireLaneProtocol
 
     host, port = args.host or settings.api.host, args.port or settings.api.port
     workers = args.workers or os.cpu_count() or 1
@@ -215,7 +210,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         )
     options: dict[str, Any] = {
         "log_level": "info", "log_config": log_config(), "access_log": settings.api.access_log,
-        "http": BoundedHttpToolsProtocol,
+        "http": WireLaneProtocol,
     }
     if workers == 1:
         lean_log_records()

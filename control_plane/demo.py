@@ -48,7 +48,8 @@ def run(settings: Settings, host: str, port: int, clock: Clock) -> int:
     import uvicorn
 
     from control_plane.api import create_app
-    from control_plane.api.serving import BoundedHttpToolsProtocol, bound_client_times
+    from control_plane.api.serving import bound_client_times
+    from control_plane.api.wire_lane import WireLaneProtocol
     from control_plane.bootstrap import prepare, profile_of
     from control_plane.engine import connect
     from control_plane.service import SearchService
@@ -93,5 +94,5 @@ def run(settings: Settings, host: str, port: int, clock: Clock) -> int:
     print(flush=True)
     app = create_app(SearchService(settings, engine, profile_of(settings)), clock=clock)
     bound_client_times(settings.api)
-    uvicorn.run(app, host=host, port=port, log_level="warning", http=BoundedHttpToolsProtocol)
+    uvicorn.run(app, host=host, port=port, log_level="warning", http=WireLaneProtocol)
     return 0

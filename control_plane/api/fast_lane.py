@@ -245,13 +245,13 @@ class LanedApp(FastAPI):
                     **{lane.body_name: body, lane.request_name: request}
                 )
         except Exception as error:
-            response = await self._handled(lane, request, error, scope, receive, send)
+            response = await self.handled(lane, request, error, scope, receive, send)
         refused = self.lane_refused
         if response.status_code >= 400 and refused and not getattr(request.state, "audited", False):
             await refused(request, response.status_code)  # as RecordRefused, before the answer
         await response(scope, receive, send)
 
-    async def _handled(
+    async def handled(
         self, lane: Lane, request: Request, error: Exception, scope: Scope, receive: Receive, send: Send
     ) -> Response:
         """The answer the stack gives to ``error``: the handler the exception middleware

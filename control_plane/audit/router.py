@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import re
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any, Literal
@@ -32,6 +32,7 @@ from control_plane.service import IDENTIFIER, Outcome, SearchRequest, SearchServ
 from control_plane.times import Clock, iso, parse_time
 
 CLIENT_HEADER = "x-govsearch-client"
+CLIENT_HEADER_BYTES = CLIENT_HEADER.encode("ascii")
 log = logging.getLogger("govsearch.audit")
 
 RECORDED_PATHS = {"/v1/search": "search", "/v1/agent/query": "agent"}
@@ -45,24 +46,42 @@ def recorder_of(request: Request) -> Recorder:
 
 def client_of(request: Request) -> str | None:
     """Who asked: the API key's principal when the request presented one (search keys are
-    required with ``auth.search_requires_key``), else the ``X-Client-Id`` (or
-    ``X-Govsearch-Client``) header when it is a plain identifier."""
+    required with ``auth.search_requires_key``), else :func:`client_from_headers`."""
     principal = getattr(request.state, "principal", None)
     if principal is not None:
         return str(principal.name)
-    value = request.headers.get("x-client-id") or request.headers.get(CLIENT_HEADER)
-    return value if value and re.match(IDENTIFIER, value) else None
+    return client_from_headers(request.scope["headers"])
+
+
+def client_from_headers(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
+    """The ``X-Client-Id`` (or ``X-Govsearch-Client``) header of a request without a key,
+    when it is a plain identifier: the first of each, read as ``request.headers`` reads it."""
+    value = other = None
+    for name, raw in headers:
+        if name == b"x-client-id":
+            if value is None:
+                value = raw
+        elif name == CLIENT_HEADER_BYTES and other is None:
+            other = raw
+    found = (value or other or b"").decode("latin-1")
+    return found if found and re.match(IDENTIFIER, found) else None
 
 
 async def recorded_search(request: Request, body: SearchRequest, now: datetime | None = None) -> Outcome:
+    """:func:`recorded` for the request's app, its request id and client."""
+    request.state.audited = True
+    return await recorded(request.app.state, body, errors.request_id(request), client_of(request), now)
+
+
+async def recorded(
+    state: Any, body: SearchRequest, request_id: str, client: str | None, now: datetime | None
+) -> Outcome:
     """``service.search`` at ``now`` (default: the recorder's clock), recorded (success or
     failure): on the event loop when a cached plan serves it with one engine call (the
-    app's ``loop_engine``, ADR 0030), else in the thread pool."""
-    request.state.audited = True
-    recorder = recorder_of(request)
-    service: SearchService = request.app.state.service
-    request_id, client = errors.request_id(request), client_of(request)
-    loop_engine = getattr(request.app.state, "loop_engine", None)
+    app's ``loop_engine``, ADR 0030), else in the thread pool. ``state``: the app's."""
+    recorder: Recorder = state.recorder
+    service: SearchService = state.service
+    loop_engine = getattr(state, "loop_engine", None)
     if loop_engine is not None:
         outcome = await recorder.search_cached(service, body, request_id, client, engine=loop_engine, now=now)
         if outcome is not None:
