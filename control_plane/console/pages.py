@@ -14,6 +14,7 @@ from fastapi.responses import Response
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
+from control_plane.api.errors import engine_message
 from control_plane.audit import impact as impact_stage
 from control_plane.console import views
 from control_plane.console.rendering import (
@@ -35,6 +36,7 @@ from control_plane.console.session import (
     set_sign_in_token,
     sign_in_token_matches,
 )
+from control_plane.engine import EngineError
 from control_plane.loader import dump_policy_yaml
 from control_plane.policy import Policy
 from control_plane.service import SearchRequest, SearchService
@@ -154,6 +156,29 @@ async def policy_page(request: Request, who: SignedIn, policy_id: str, env: str 
         may_disable=bool(item and item.enabled and env == "live" and who.has("approver")),
     )
 
+
+# --- history --------------------------------------------------------------------------
+
+
+@router.get("/history")
+async def history(request: Request, who: SignedIn, env: str = "") -> Response:
+    """The environments' history, and beside it the moves no event names (in flight,
+    dropped, withdrawn: ADR 0056), read with the history's roles (every console reader).
+    The moves are listed even when the history cannot be read (settling failed: the
+    history cannot be written), which is when they matter most."""
+    workflow = workflow_of(request)
+    where = env if env in ("live", "staging") else None
+    moves = await run_in_threadpool(lambda: workflow.move_intents(env=where, limit=100))
+    status, problem, events = 200, None, []
+    try:
+        events = await run_in_threadpool(lambda: workflow.history(env=where, limit=100))
+    except EngineError as error:
+        status, problem = 503, engine_message(error)
+    return page(
+        request, "history.html.j2", status=status, nav="history", env=where or "",
+        moves=views.move_rows(entry.as_json() for entry in moves),
+        events=[event.as_json() for event in events], problem=problem,
+    )
 
 
 # --- preview --------------------------------------------------------------------------

@@ -236,3 +236,75 @@ def _pretty(dsl: Any) -> str | None:
 
 def _short(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+# --- the journal of moves (ADR 0056) -----------------------------------------------------
+
+@dataclass(frozen=True)
+class MoveRow:
+    """One move no history event names, as the history page shows it."""
+
+    intent_id: str
+    state: str
+    marker: str | None
+    env: str
+    action: str
+    actor: str
+    asked_at: str
+    from_version: str | None
+    to_version: str | None
+    reason: str
+    owner: str
+    """the process that made (or makes) the move: host and pid"""
+    expires: str
+    closed_at: str | None
+    closed_by: str | None
+    note: str | None
+    live: str
+    """what the move means now for the environment it moved"""
+
+
+def _version(value: Any) -> str:
+    return str(value)[:12] if value else "nothing"
+
+
+def what_is_live(state: str, marker: str | None, env: str, before: Any, after: Any) -> str:
+    """One sentence: what a move in ``state`` (with ``marker`` while open) means for what
+    ``env`` serves (``before``: the version it moved from, ``after``: to)."""
+    was, new = _version(before), _version(after)
+    if state == "dropped":
+        return f"{env} never served {new} through this move"
+    if state == "withdrawn":
+        return f"{env} was moved back from {new} (to {was}, unless another move stood on top)"
+    if marker == "open":
+        return f"not moved yet: {env} serves {was}"
+    if marker in ("applied", "recording"):
+        return f"moved: {env} serves {new}; its event is not written yet"
+    return f"no marker: the move cannot be made; {env} serves {was}"
+
+
+def move_rows(entries: Iterable[Mapping[str, Any]]) -> list[MoveRow]:
+    """The journal's entries (``Entry.as_json``), newest first as read, as rows."""
+    rows = []
+    for entry in entries:
+        event, owner, closed = entry["event"], entry.get("owner") or {}, entry.get("closed") or {}
+        rows.append(MoveRow(
+            intent_id=str(entry["intent_id"]),
+            state=str(entry["state"]),
+            marker=entry.get("marker"),
+            env=str(entry["env"]),
+            action=str(event.get("action")),
+            actor=str(event.get("actor")),
+            asked_at=str(event.get("time")),
+            from_version=event.get("previous_version"),
+            to_version=event.get("version"),
+            reason=str(event.get("reason") or ""),
+            owner=f"{owner.get('host')} pid {owner.get('pid')}" if owner else "",
+            expires=str(entry.get("expires") or ""),
+            closed_at=closed.get("at"),
+            closed_by=closed.get("by"),
+            note=closed.get("note"),
+            live=what_is_live(str(entry["state"]), entry.get("marker"), str(entry["env"]),
+                              event.get("previous_version"), event.get("version")),
+        ))
+    return rows
