@@ -4,7 +4,8 @@ with a typo and sees the loader's error at its line, fixes it, writes its test, 
 tests, sees the behavioural diff; her own approval is refused with the workflow's sentence,
 so is an auditor's; another approver approves and promotes; the preview shows the new
 behaviour; the kill switch disables it; a rollback brings it back; the audit shows a
-recorded request like the preview. Screenshots of the main pages: ``tests/console/browser.SHOTS``."""
+recorded request like the preview. Beside it, the history page's moves without an event.
+Screenshots of the main pages: ``tests/console/browser.SHOTS``."""
 
 from __future__ import annotations
 
@@ -20,7 +21,11 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.console.browser import SHOTS, WAIT_S, browser, served
+from tests.console.test_history import HOSTILE
 from tests.lifecycle.conftest import Lifecycle
+from tests.lifecycle.test_history_semantics import candidate
+from tests.lifecycle.test_move_intents import Crash, Crashing, alias_move, dead_owner, workflow
+from tests.lifecycle.test_move_intents_read import withdrawn_disable
 
 pytestmark = pytest.mark.browser
 
@@ -289,3 +294,34 @@ def test_the_whole_workflow_in_a_browser(console: Console, lifecycle: Lifecycle)
     assert "enabled" in history  # the field the kill switch and the rollback changed
     assert "applied 1" in c.text("#impact-table")
     c.shot("policy")
+
+
+def test_the_moves_without_an_event_in_a_browser(console: Console, lifecycle: Lifecycle) -> None:
+    """The history page beside the workflow: a withdrawn kill switch and a promotion whose
+    process died before moving live (its reason hostile markup), read by an auditor who
+    follows the header's link; the reason shows as text, nothing of it runs or renders."""
+    lc, c = lifecycle, console
+    withdrawn_disable(lc)
+    doomed = workflow(lc, Crashing(lc.engine, alias_move(lc, "live")), dead_owner)
+    with pytest.raises(Crash):
+        doomed.promote(lc.principals["bob"], candidate(lc, "herbal", "herbal tea"), HOSTILE)
+
+    c.sign_in(lc.keys["carol"])
+    page = c.driver.find_element(By.TAG_NAME, "html")
+    c.driver.find_element(By.LINK_TEXT, "History").click()
+    WebDriverWait(c.driver, WAIT_S).until(_replaced(page))
+    c.loaded()
+    assert c.text("h1") == "History"
+    moves = c.driver.find_elements(By.CSS_SELECTOR, "#moves tbody tr.move")
+    assert [m.get_attribute("data-state") for m in moves] == ["dropped", "withdrawn"]
+    dropped, withdrawn = (m.text for m in moves)
+    assert HOSTILE in dropped and "promote by bob" in dropped and "live never served" in dropped
+    assert "its event could not be written; the alias was moved back" in withdrawn
+    assert not c.driver.find_elements(By.CSS_SELECTOR, "#moves img, #moves script")
+    assert "never made" in c.text("#move-states") and "taken back" in c.text("#move-states")
+    assert "bootstrap" in c.text("#events") and HOSTILE not in c.text("#events")
+    c.shot("history")
+
+    c.driver.find_element(By.CSS_SELECTOR, "#env option[value='staging']").click()
+    c.submit("show-history")
+    assert "No move without an event: every move of staging is in the history." in c.text("#no-moves")

@@ -136,7 +136,7 @@ def test_review_shows_lint_and_the_diff(lifecycle: Lifecycle) -> None:
 def test_pages_load_nothing_from_elsewhere(lifecycle: Lifecycle) -> None:
     client, _ = signed(lifecycle, "alice")
     for path in ("/console/policies", "/console/author", "/console/tests", "/console/preview",
-                 "/console/review", "/console/policies/oranges"):
+                 "/console/review", "/console/policies/oranges", "/console/history"):
         page = client.get(path)
         assert page.status_code == 200, (path, page.text)
         assert page.headers["content-security-policy"] == SECURITY_HEADERS["content-security-policy"]

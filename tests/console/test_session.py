@@ -135,7 +135,7 @@ def test_a_search_key_reaches_no_form(lifecycle: Lifecycle) -> None:
     # even holding a cookie with the key (set by hand), every page and form is refused
     client.cookies.set(COOKIE, lc.keys["shop"], path="/console")
     for path in ("/console/policies", "/console/author", "/console/tests", "/console/review",
-                 "/console/preview?intent=creamer", "/console/audit"):
+                 "/console/preview?intent=creamer", "/console/audit", "/console/history"):
         answer = client.get(path, follow_redirects=False)
         assert answer.status_code == 403, (path, answer.status_code)
         assert "shop may not use the console" in answer.text
