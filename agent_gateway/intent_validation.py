@@ -7,7 +7,9 @@ that breaks a rule is refused with the rule's reason and never forwarded. The ru
 order they are checked:
 
 - ``empty``: nothing left once normalised (the message asked for no product);
-- ``too_long``: more than ``max_chars`` characters once normalised (120 by default);
+- ``too_long``: more than ``max_chars`` characters once normalised (120 by default), or,
+  before it is normalised at all, more than :data:`RAW_FACTOR` times ``max_chars`` as
+  received (1,920 by default; see :func:`validate_intent`);
 - ``multiline``: the intent as produced holds a line break or another control character
   (format characters such as a zero-width space are removed, not refused);
 - ``structure``: braces, brackets, angle brackets, backticks or a JSON-looking ``"key":``;
@@ -38,6 +40,13 @@ _RULES: tuple[tuple[str, re.Pattern[str], str], ...] = (
 _INSTRUCTION = tuple(p for flag, p in INJECTION_PATTERNS
                      if flag in ("ignore_instructions", "system_prompt", "role_play"))
 
+RAW_FACTOR = 16
+"""how many times its bound an intent may be as received. Normalising shrinks a text by
+composing characters (at most 4 code points make one: U+1FAF, and 3 a Hangul syllable) and
+by removing invisible characters and runs of white space: an intent written decomposed and
+loosely spaced is a few times its normalised length, never 16 times; what is past that is
+padding, refused before any of it is normalised (ADR 0058)"""
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -54,6 +63,13 @@ class Verdict:
 
 
 def validate_intent(raw: str, *, max_chars: int = 120) -> Verdict:
+    """The verdict on an intent as produced (the rules of the module's docstring). An intent
+    of more than ``RAW_FACTOR * max_chars`` characters as received is refused ``too_long``
+    without being normalised: that costs time in proportion to its size, and the MCP tool's
+    argument has no other bound (a JSON-RPC message of any length)."""
+    if len(raw) > RAW_FACTOR * max_chars:
+        return Verdict(None, "too_long",
+                       f"the intent has {len(raw)} characters as received (limit {RAW_FACTOR * max_chars})")
     normalised = normalise_intent(raw)
     intent = normalised.text
     if not intent:

@@ -294,11 +294,12 @@ def written_violations(
     return found
 
 
-def _too_long(text: str) -> str | None:
+def too_long_to_match(text: str) -> str | None:
     """Why a trigger text can never match (longer than any intent once normalised), or None.
     Such a text is refused where it is written: nothing could use it, and lint's analysis
     of a trigger's word runs is cubic in its length (a draft of 8,000 words fits the API's
-    body limit and took lint a quarter of an hour)."""
+    body limit and took lint a quarter of an hour). Lint reads one in a set stored before
+    the check came in as never matching (:func:`control_plane.lifecycle.lint_facts.overlong`)."""
     if len(text) <= MAX_INTENT and text.isascii():  # normalising never lengthens ASCII
         return None
     length = len(normalise(text))
@@ -311,7 +312,7 @@ def _too_long(text: str) -> str | None:
 
 
 def _long_phrases(policy: Policy, index: int) -> Iterator[Violation]:
-    """Trigger phrases, pattern cues and ``unless`` phrases too long to match (:func:`_too_long`)."""
+    """Trigger phrases, pattern cues and ``unless`` phrases too long to match (:func:`too_long_to_match`)."""
     trigger = policy.trigger
     texts: list[tuple[str, Loc]] = []
     if trigger.kind in ("exact", "phrase", "any"):
@@ -320,16 +321,16 @@ def _long_phrases(policy: Policy, index: int) -> Iterator[Violation]:
         texts += [(cue, ("trigger", "pattern", n)) for cue in pattern.cues]
     texts += [(phrase, ("trigger", "unless", n)) for n, phrase in enumerate(trigger.unless)]
     for text, loc in texts:
-        problem = _too_long(text)
+        problem = too_long_to_match(text)
         if problem is not None:
             yield Violation("phrase_too_long", problem, "policy", index, loc)
 
 
 def _long_words(vocabulary: Vocabulary, index: int) -> Iterator[Violation]:
-    """Vocabulary words too long to match (:func:`_too_long`)."""
+    """Vocabulary words too long to match (:func:`too_long_to_match`)."""
     for value, words in vocabulary.entries.items():
         for n, word in enumerate(words):
-            problem = _too_long(word)
+            problem = too_long_to_match(word)
             if problem is not None:
                 yield Violation("phrase_too_long", problem, "vocabulary", index, ("entries", value, n))
 

@@ -50,7 +50,10 @@ code                       severity  meaning
                                      their ids
 ``window_expired``         warning   the active window ended at or before ``now``
 ``unreachable_trigger``    warning   a trigger text with no word in it (punctuation only):
-                                     the analyzer gives no token, it never matches
+                                     the analyzer gives no token, it never matches; or
+                                     one longer than an intent can be, in a set stored
+                                     before the loader refused it (``phrase_too_long``):
+                                     left out of the analyses between policies
 ``unreachable_cohort``     warning   a cohort no request can carry (requests' cohorts are
                                      identifiers: letters, digits, ``_.:@-``)
 ``untested_policy``        warning   no policy test names the policy (only when the tested
@@ -96,8 +99,10 @@ from control_plane.lifecycle.lint_facts import (
     constraints,
     crossed,
     disjoint_on_one_key,
+    excerpt,
     excluded,
     literal,
+    overlong,
     quoted,
     reachable_texts,
     trigger_texts,
@@ -303,14 +308,24 @@ def _reachability(policy: Policy, now: datetime, where: Where) -> Iterator[Findi
             f" {now.isoformat()}: the policy never fires again",
             ("active", "until"),
         )
+    never = "" if reachable_texts(policy) else "; the policy has no other trigger text: it never fires"
     unreachable = [t for t in trigger_texts(policy) if wordless(t)]
     if unreachable:
-        never = "" if reachable_texts(policy) else "; the policy has no other trigger text: it never fires"
         yield where.finding(
             "unreachable_trigger", policy.id,
             f"{quoted(unreachable)} has no word the analyzer keeps: it never matches{never}",
             ("trigger", policy.trigger.kind),
         )
+    for text in trigger_texts(policy):
+        problem = None if wordless(text) else overlong(text)
+        if problem is not None:  # a set stored before phrase_too_long came in
+            yield where.finding(
+                "unreachable_trigger", policy.id,
+                f"{excerpt(text)} is {problem}{never}. It was stored before such texts were"
+                " refused (phrase_too_long): lint leaves it out of its analyses between"
+                " policies, and writing the policy again refuses it",
+                ("trigger", policy.trigger.kind),
+            )
     bad = [c for c in policy.cohorts if not COHORT.match(c)]
     if bad:
         never = "; the policy has no other cohort: it never fires" if len(bad) == len(policy.cohorts) else ""

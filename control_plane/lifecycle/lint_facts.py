@@ -14,6 +14,7 @@ from typing import Literal
 
 from control_plane.errors import ERROR_CODES
 from control_plane.intent_text import normalise
+from control_plane.loader import too_long_to_match
 from control_plane.policy import (
     CAPTURE,
     CategoryRule,
@@ -43,7 +44,9 @@ LINT_CODES: dict[str, tuple[Severity, str]] = {
     "shadowed_policy": ("warning", "higher-precedence policies consume every trigger text first"),
     "overlapping_triggers": ("warning", "two policies match one text at equal priority and specificity"),
     "window_expired": ("warning", "the active window ended at or before now"),
-    "unreachable_trigger": ("warning", "a trigger text with no word in it never matches"),
+    "unreachable_trigger": (
+        "warning", "a trigger text with no word in it, or longer than an intent, never matches",
+    ),
     "unreachable_cohort": ("warning", "a cohort no request can carry"),
     "untested_policy": ("warning", "no policy test names the policy"),
     "test_unpinned_window": (
@@ -128,6 +131,22 @@ def wordless(text: str) -> bool:
     return all(unicodedata.category(c)[0] in "PZC" for c in text)
 
 
+@lru_cache(maxsize=1 << 18)
+def overlong(text: str) -> str | None:
+    """Why a trigger text is too long to ever match (longer than any intent once normalised:
+    the loader's ``phrase_too_long``, :func:`control_plane.loader.too_long_to_match`), or
+    None. Such a text is refused where it is written, but a set stored before that check
+    came in is read as it is: lint flags the text (``unreachable_trigger``) and leaves it
+    out of the analyses between policies, whose runs of a text's words grow with the cube
+    of its length (:func:`reachable_texts`)."""
+    return too_long_to_match(text)
+
+
+def excerpt(text: str, size: int = 40) -> str:
+    """``text`` quoted, its first ``size`` characters only when it is longer."""
+    return repr(text) if len(text) <= size else repr(text[:size]) + "…"
+
+
 def trigger_texts(policy: Policy) -> tuple[str, ...]:
     trigger = policy.trigger
     if trigger.kind == "pattern":
@@ -136,7 +155,9 @@ def trigger_texts(policy: Policy) -> tuple[str, ...]:
 
 
 def reachable_texts(policy: Policy) -> tuple[str, ...]:
-    return tuple(t for t in trigger_texts(policy) if not wordless(t))
+    """The trigger texts that can match an intent: some word in it (:func:`wordless`), not
+    longer than an intent (:func:`overlong`). The analyses between policies read these only."""
+    return tuple(t for t in trigger_texts(policy) if not wordless(t) and overlong(t) is None)
 
 
 def literal(values: Sequence[Value]) -> tuple[Value, ...]:

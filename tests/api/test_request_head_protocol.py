@@ -7,7 +7,6 @@ the answers of the requests before it (HTTP/1.1 answers in order)."""
 from __future__ import annotations
 
 import contextlib
-import os
 import socket
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.checkout import ROOT, checkout_env
 
 SERVER = """
 import sys, uvicorn
@@ -49,8 +48,7 @@ def _free_port() -> int:
 @pytest.fixture()
 def served() -> Iterator[tuple[int, int]]:
     port = _free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    process = subprocess.Popen([sys.executable, "-c", SERVER, str(port)], cwd=ROOT, env=env)
+    process = subprocess.Popen([sys.executable, "-c", SERVER, str(port)], cwd=ROOT, env=checkout_env())
     try:
         for _ in range(100):
             with contextlib.suppress(OSError):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import subprocess
@@ -11,6 +10,7 @@ import sys
 from pathlib import Path
 
 from control_plane.cli_support import EXIT_ENGINE_UNAVAILABLE
+from tests.checkout import checkout_env
 
 
 def govsearch(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -18,7 +18,7 @@ def govsearch(*args: str, env: dict[str, str] | None = None) -> subprocess.Compl
         [sys.executable, "-m", "control_plane.cli", *args],
         capture_output=True,
         text=True,
-        env={**os.environ, **(env or {})},
+        env=checkout_env(**(env or {})),
         timeout=240,
         check=False,
     )

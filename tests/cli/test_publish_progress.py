@@ -16,19 +16,20 @@ import pytest
 
 from control_plane import policy_store
 from control_plane.cli import main
+from tests.checkout import ROOT, checkout_env
 
-ROOT = Path(__file__).resolve().parents[2]
 GOVSEARCH = Path(sys.executable).parent / "govsearch"
 
 
 def environment(engine_url: str, prefix: str, tmp_path: Path) -> dict[str, str]:
-    return {
-        **{k: v for k, v in os.environ.items() if not k.startswith("GOVSEARCH_")},
-        "GOVSEARCH_ENGINE_URL": engine_url,
-        "GOVSEARCH_POLICIES_INDEX_PREFIX": prefix,
-        "GOVSEARCH_KEYS_INDEX": f"{prefix}-keys",
-        "GOVSEARCH_AUDIT_PATH": str(tmp_path / "decisions.jsonl"),
-    }
+    """This checkout's code, none of the caller's govsearch settings, the test's own."""
+    return checkout_env(
+        {k: v for k, v in os.environ.items() if not k.startswith("GOVSEARCH_")},
+        GOVSEARCH_ENGINE_URL=engine_url,
+        GOVSEARCH_POLICIES_INDEX_PREFIX=prefix,
+        GOVSEARCH_KEYS_INDEX=f"{prefix}-keys",
+        GOVSEARCH_AUDIT_PATH=str(tmp_path / "decisions.jsonl"),
+    )
 
 
 def publish_on_a_terminal(env: dict[str, str]) -> tuple[int, str, str]:

@@ -1,11 +1,11 @@
-"""What the drills share: free ports, ``govsearch serve`` subprocesses, a bounded search
-load that sorts every answer (governed, a clean refusal, or a violation) and a readiness
-poller. Everything runs against real processes; nothing is mocked."""
+"""What the drills share: free ports, ``govsearch serve`` subprocesses (running this
+checkout's code, :mod:`tests.checkout`), a bounded search load that sorts every answer
+(governed, a clean refusal, or a violation) and a readiness poller. Everything runs against
+real processes; nothing is mocked."""
 
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import socket
@@ -20,7 +20,8 @@ from typing import Any
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.checkout import ROOT, checkout_env
+
 GOVSEARCH = str(Path(sys.executable).parent / "govsearch")
 INTENTS = ["cheap chocolate", "chocolat sans arachide", "oranges", "chocolate", "orange juice", "creamer"]
 GUARDS = {"in-stock-only", "visible-only"}
@@ -73,14 +74,6 @@ class Served:
                 self.process.kill()
                 self.process.wait(timeout=10)
         return int(self.process.returncode)
-
-
-def checkout_env(**env: str) -> dict[str, str]:
-    """The environment of a ``govsearch`` child process: this checkout's ``control_plane``
-    first on its path (the console script's interpreter would otherwise import the package
-    the virtual environment was installed from, another checkout in a git worktree)."""
-    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    return {**os.environ, "PYTHONPATH": path, **env}
 
 
 def serve(engine_url: str, workdir: Path, name: str, **env: str) -> Served:

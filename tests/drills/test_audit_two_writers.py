@@ -23,16 +23,30 @@ import pytest
 
 from control_plane.bootstrap import Ready
 from control_plane.cli import main
+from tests.checkout import ROOT, checkout_env
 from tests.drills.harness import free_port
 from tests.drills.results import record
 from tests.e2e.conftest import ready, settings  # noqa: F401
 
 pytestmark = pytest.mark.drill
 
-ROOT = Path(__file__).resolve().parents[2]
 GOVSEARCH = Path(sys.executable).parent / "govsearch"
 INTENTS = ["cheap chocolate", "chocolate without peanuts", "oranges", "vegan chocolate", ""]
 THREADS, PER_THREAD = 4, 12
+
+
+def serve_environment(tmp_path: Path, engine_url: str) -> dict[str, str]:
+    """The environment of the drill's ``govsearch serve`` processes: this checkout's code,
+    no audit setting of the caller's, one audit log and one key for both."""
+    return checkout_env(
+        {k: v for k, v in os.environ.items() if not k.startswith("GOVSEARCH_AUDIT_")},
+        GOVSEARCH_ENGINE_URL=engine_url,
+        GOVSEARCH_ENGINE_TIMEOUT="30",
+        GOVSEARCH_AUDIT_PATH=str(tmp_path / "audit" / "decisions.jsonl"),
+        GOVSEARCH_AUDIT_KEY_FILE=str(tmp_path / "keys" / "audit.key"),
+        GOVSEARCH_AUDIT_GENERATE_KEY="false",
+        GOVSEARCH_AUDIT_CHECKPOINT_EVERY_RECORDS="7",
+    )
 
 
 def _serve(
@@ -40,15 +54,7 @@ def _serve(
 ) -> tuple[subprocess.Popen[bytes], str, Path]:
     port = free_port()
     log = tmp_path / f"serve-{n}.log"
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("GOVSEARCH_AUDIT_")},
-        "GOVSEARCH_ENGINE_URL": engine_url,
-        "GOVSEARCH_ENGINE_TIMEOUT": "30",
-        "GOVSEARCH_AUDIT_PATH": str(tmp_path / "audit" / "decisions.jsonl"),
-        "GOVSEARCH_AUDIT_KEY_FILE": str(tmp_path / "keys" / "audit.key"),
-        "GOVSEARCH_AUDIT_GENERATE_KEY": "false",
-        "GOVSEARCH_AUDIT_CHECKPOINT_EVERY_RECORDS": "7",
-    }
+    env = serve_environment(tmp_path, engine_url)
     with log.open("wb") as output:
         process = subprocess.Popen(
             [str(GOVSEARCH), "serve", "--workers", str(workers), "--host", "127.0.0.1", "--port", str(port)],

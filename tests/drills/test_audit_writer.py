@@ -31,7 +31,8 @@ import pytest
 from control_plane.bootstrap import Ready
 from control_plane.cli import main
 from control_plane.cli_support import EXIT_AUDIT_INCOMPLETE
-from tests.drills.harness import GOVSEARCH, ROOT, free_port
+from tests.checkout import ROOT, checkout_env
+from tests.drills.harness import GOVSEARCH, free_port
 from tests.drills.results import record
 from tests.e2e.conftest import ready, settings  # noqa: F401
 
@@ -40,19 +41,25 @@ pytestmark = pytest.mark.drill
 INTENTS = ["cheap chocolate", "chocolate without peanuts", "oranges", "vegan chocolate"]
 
 
+def serve_environment(tmp_path: Path, engine_url: str, **extra: str) -> dict[str, str]:
+    """The environment of the drill's ``govsearch serve``: this checkout's code, no audit
+    setting of the caller's, the drill's own audit log and key."""
+    return checkout_env(
+        {k: v for k, v in os.environ.items() if not k.startswith("GOVSEARCH_AUDIT_")},
+        GOVSEARCH_ENGINE_URL=engine_url,
+        GOVSEARCH_ENGINE_TIMEOUT="30",
+        GOVSEARCH_AUDIT_PATH=str(tmp_path / "audit" / "decisions.jsonl"),
+        GOVSEARCH_AUDIT_KEY_FILE=str(tmp_path / "audit.key"),
+        GOVSEARCH_AUDIT_CHECKPOINT_EVERY_RECORDS="5",
+        **extra,
+    )
+
+
 def _serve(
     tmp_path: Path, engine_url: str, workers: int = 1, **extra: str
 ) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("GOVSEARCH_AUDIT_")},
-        "GOVSEARCH_ENGINE_URL": engine_url,
-        "GOVSEARCH_ENGINE_TIMEOUT": "30",
-        "GOVSEARCH_AUDIT_PATH": str(tmp_path / "audit" / "decisions.jsonl"),
-        "GOVSEARCH_AUDIT_KEY_FILE": str(tmp_path / "audit.key"),
-        "GOVSEARCH_AUDIT_CHECKPOINT_EVERY_RECORDS": "5",
-        **extra,
-    }
+    env = serve_environment(tmp_path, engine_url, **extra)
     log = tmp_path / "serve.log"
     with log.open("ab") as output:
         process = subprocess.Popen(

@@ -15,16 +15,15 @@ seed.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from tests.checkout import ROOT, checkout_env
+
 pytestmark = pytest.mark.drill
 
-ROOT = Path(__file__).resolve().parents[2]
 SEEDS = ("0", "1", "4242", "random")
 
 CHILD = """
@@ -51,7 +50,7 @@ json.dump(digests, sys.stdout, sort_keys=True)
 
 
 def _digests(seed: str) -> dict[str, str]:
-    env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT)}
+    env = checkout_env(PYTHONHASHSEED=seed)
     done = subprocess.run(
         [sys.executable, "-c", CHILD], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
     )

@@ -33,6 +33,7 @@ from tests.drills.harness import (
     Load,
     Served,
     audit_verify,
+    checkout_env,
     free_engine_port,
     readyz,
     serve,
@@ -64,7 +65,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[local_en
     done = subprocess.run(
         [GOVSEARCH, "engine", "start", "--nodes", str(NODES), "--port", str(port), "--data-dir",
          str(directory), "--cluster-name", name, "--heap", HEAP, "--timeout", "300"],
-        cwd=ROOT, capture_output=True, text=True, timeout=400, check=False,
+        cwd=ROOT, env=checkout_env(), capture_output=True, text=True, timeout=400, check=False,
     )
     try:
         assert done.returncode == 0, done.stdout + done.stderr
@@ -76,7 +77,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[local_en
         yield state, directory
     finally:
         subprocess.run([GOVSEARCH, "engine", "stop", "--data-dir", str(directory)], cwd=ROOT,
-                       capture_output=True, timeout=120, check=False)
+                       env=checkout_env(), capture_output=True, timeout=120, check=False)
 
 
 def _manager(engine: Engine) -> str:

@@ -10,7 +10,8 @@ and promotion of that version would then hold a worker's CPU for a quarter of an
 
 Now the loader's cross-checks (files, console drafts, ``PUT /v1/policies/staging/...``,
 suggestions) refuse such a text with ``phrase_too_long`` at its place; stored sets are read
-as before.
+as before, and lint flags such a text of a stored set (``unreachable_trigger``) and leaves
+it out of its analyses between policies.
 """
 
 from __future__ import annotations
@@ -18,13 +19,18 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from control_plane.errors import PolicyLoadError
 from control_plane.intent_text import MAX_INTENT
-from control_plane.loader import load_policy_set
+from control_plane.lifecycle import lint_pairs
+from control_plane.lifecycle.lint import lint
+from control_plane.loader import build_policy_set, load_policy_set
+from control_plane.policy import Policy
 from tests.hostile.bounded import bounded
 from tests.lifecycle.conftest import Lifecycle, lifecycle  # noqa: F401
 
@@ -115,3 +121,43 @@ def test_the_api_refuses_such_a_draft_and_stages_nothing(lifecycle: Lifecycle) -
     after = lifecycle.call("GET", "/v1/policies/environments/staging", "alice")
     assert after.status_code == before.status_code == 404  # staging is still empty
     assert after.json()["error"]["code"] == "empty_environment"
+
+
+class RunsOfALongText(Exception):
+    """What the spy on lint's word runs raises: the cubic pass reached an over-long text."""
+
+
+def test_lint_of_a_stored_set_holding_such_a_phrase_flags_it_and_skips_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A set stored before the check, rebuilt as stored sets are (``build_policy_set``
+    checks only what is written), with a phrase of 4,000 one-letter words (52 s of lint at
+    3,200 before): lint reports it and never looks up the runs of its words."""
+    demo = load_policy_set(POLICIES)
+    words = " ".join(["a"] * 4000)
+    old = Policy.model_validate({
+        "id": "old-long", "title": "t", "owner": "o", "priority": 10,
+        "trigger": {"phrase": [words]}, "rules": [{"economics": {"margin_weight": 1.0}}],
+    })
+    stored = build_policy_set([*demo.policies, old], demo.vocabularies, demo.governance)
+    runs: list[int] = []  # the word count of every text whose runs lint looks up
+    every_run = lint_pairs._runs
+
+    def counted(text: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
+        runs.append(len(text))
+        if len(text) > MAX_INTENT:  # stop the old code at once rather than after minutes
+            raise RunsOfALongText(len(text))
+        return every_run(text)
+
+    monkeypatch.setattr(lint_pairs, "_runs", counted)
+    now = datetime(2026, 12, 10, tzinfo=UTC)
+    findings = lint(stored, now=now)
+    assert runs and max(runs) <= 3  # the demo's texts only (at most three words)
+    flagged = [f for f in findings if f.policy_id == "old-long"]
+    assert [(f.code, f.severity, f.location) for f in flagged] == [
+        ("unreachable_trigger", "warning", "policy:old-long:trigger.phrase")
+    ]
+    assert "7,999 characters once normalised" in flagged[0].message
+    assert "it never fires" in flagged[0].message and "phrase_too_long" in flagged[0].message
+    assert len(flagged[0].message) < 600  # the text is quoted by its start only
+    assert [f for f in findings if f.policy_id != "old-long"] == lint(demo, now=now)

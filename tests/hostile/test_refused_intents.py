@@ -13,6 +13,10 @@ The refusal decisions, their messages and what normalisation reports are held he
 definition: the steps done one by one (:func:`plainly`, the normaliser as it was), over a
 corpus of hostile texts at each bound (512 for a search, 2,000 for an agent's message, 120
 for an extracted or MCP intent) and over generated ones.
+
+An extracted or MCP intent also has a bound as received, 16 times its own (1,920): the MCP
+tool's argument had none, so refusing a megabyte intent normalised all of it first. Past
+that bound it is refused without being normalised (ADR 0058).
 """
 
 from __future__ import annotations
@@ -243,3 +247,61 @@ def test_a_refused_request_leaves_no_cache_entry_and_its_answer_is_unchanged(
     assert (len(service.cache), len(service.percolations), len(service.purchases)) == (0, 0, 0)
     assert recorded.client.post("/v1/search", json={"intent": "\ufb01" * 256}).status_code == 200
     assert search_intent.cache_info().currsize == 1 and len(service.cache) == 1
+
+
+# --- the MCP tool's intent: a raw bound before any normalising -----------------------------
+
+RAW = 16 * EXTRACTED
+"""an extracted or MCP intent's bound as received (``intent_validation.RAW_FACTOR`` times 120)"""
+
+
+class Normalised:
+    """A spy on what intent validation normalises: the length of each text."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import agent_gateway.intent_validation as validation
+
+        self.lengths: list[int] = []
+        every = validation.normalise_intent
+
+        def counted(raw: str) -> NormalisedIntent:
+            self.lengths.append(len(raw))
+            return every(raw)
+
+        monkeypatch.setattr(validation, "normalise_intent", counted)
+
+
+def test_an_intent_past_its_raw_bound_is_refused_before_it_is_normalised(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    normalised = Normalised(monkeypatch)
+    for text in ("\ufdfa" * (1 << 20), "chocolate " * 400_000, "a" * (RAW + 1), "\u200b" * RAW + "ab"):
+        verdict = validate_intent(text, max_chars=EXTRACTED)
+        assert (verdict.intent, verdict.code, verdict.normalisation) == (None, "too_long", None)
+        assert verdict.reason == f"the intent has {len(text)} characters as received (limit {RAW})"
+    assert normalised.lengths == []
+    # at the raw bound, what normalising leaves is judged as before (padding removed: served)
+    assert validate_intent("\u200b" * (RAW - 9) + "chocolate", max_chars=EXTRACTED).intent == "chocolate"
+    assert validate_intent("\ufdfa" * RAW, max_chars=EXTRACTED).code == "too_long"
+    assert normalised.lengths == [RAW, RAW]
+
+
+def test_the_mcp_tool_refuses_a_multi_megabyte_intent_without_normalising_it(
+    api: tuple[Recorded, SearchService], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agent_gateway.mcp_server import search_products_sync
+    from agent_gateway.settings import GatewaySettings
+    from tests.clocks import FIXED_NOW
+
+    recorded, service = api
+    normalised = Normalised(monkeypatch)
+    intent = "\ufdfa" * (4 << 20)  # 4 MiB characters, 72 MiB once normalised
+    result = search_products_sync(service, GatewaySettings(), intent, now=FIXED_NOW)
+    assert normalised.lengths == []
+    reason = f"intent refused: the intent has {len(intent)} characters as received (limit {RAW})"
+    assert (result.status, result.reason, result.intent) == ("abstained", reason, None)
+    assert result.answer == f"I can't search for that: {reason}."
+    [record] = recorded.records(result.request_id)
+    assert (record["endpoint"], record["status"]) == ("mcp", "abstained")
+    assert record["reason"] == reason and record["intent"] is None
+    assert record["extraction"]["method"] == "mcp" and record["extraction"]["flags"] == []

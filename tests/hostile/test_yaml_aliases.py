@@ -28,6 +28,7 @@ from control_plane.errors import PolicyLoadError
 from control_plane.lifecycle.regression import QueryFileError, load_queries
 from control_plane.lifecycle.suite import SuiteLoadError, load_suite
 from control_plane.loader import load_policy_set
+from tests.checkout import checkout_env
 from tests.hostile.bounded import bounded
 
 POLICIES = Path(__file__).resolve().parents[2] / "policies"
@@ -186,7 +187,7 @@ def test_policy_check_answers_laughs_with_the_located_error_and_exit_3(tmp_path:
     root = directory(tmp_path, {"laughs.yaml": laughs(10)})
     done = subprocess.run(
         [sys.executable, "-m", "control_plane.cli", "policy", "check", str(root)],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True, text=True, timeout=120, env=checkout_env(),
     )
     assert done.returncode == 3, done.stderr
     assert "laughs.yaml:10:5: yaml_aliases: aliases repeat" in done.stderr
