@@ -381,7 +381,10 @@ def test_a_search_handed_to_the_app_has_its_deadline_counted_from_when_it_arrive
             for server in servers.values():
                 monkeypatch.setitem(server.app.dependency_overrides, _request_deadlines, lambda: None)
         raw = explain if not overridden else _request(SEARCH, JSON)
-        conns = {name: socket.create_connection(("127.0.0.1", s.port), timeout=30) for name, s in servers.items()}
+        conns = {
+            name: socket.create_connection(("127.0.0.1", server.port), timeout=30)
+            for name, server in servers.items()
+        }
         try:
             for conn in conns.values():
                 conn.sendall(raw[:-1])  # the head and the body but its last byte
