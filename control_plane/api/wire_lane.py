@@ -18,8 +18,9 @@ For a request it is sure about, it does the search itself, in one coroutine:
   the lane the app itself would take, ``auth.search_requires_key`` off), wrapped in nothing
   but uvicorn's proxy-headers middleware; only ``POST /v1/search`` (no query string), with
   ``Content-Type: application/json`` exactly (any case), a ``Content-Length`` of 1 to
-  ``api.max_body_bytes``, no ``Transfer-Encoding``, no ``Expect`` and no ``X-Forwarded-*``
-  header (a trusted proxy's would change the request's client);
+  ``api.max_body_bytes``, no ``Transfer-Encoding``, no ``Expect`` and no ``X-Forwarded-For`` or
+  ``X-Forwarded-Proto`` header (what uvicorn's proxy-headers middleware reads: a trusted
+  proxy's would change the request's client and scheme);
 - the body read whole (as the app's ``receive`` gives it), then validated as the route
   validates it (:func:`~control_plane.api.search_route.well_formed`), and plain: no ``now``
   (a preview needs a role), no ``explain``, no ``catalog`` other than the one served, and
