@@ -333,6 +333,36 @@ def test_the_lane_serves_a_kept_alive_connection_and_pipelined_searches_in_order
     assert results["wire"] == results["uvicorn"]
 
 
+def test_laned_and_app_requests_mixed_on_one_connection_are_answered_as_uvicorn_answers_them(
+    servers: dict[str, Server], app_calls: dict[int, int]
+) -> None:
+    """In one write on one connection: a search declaring more than the limit (the app
+    refuses it without reading its body), a plain search, a ``GET``, a search the lane reads
+    and hands on (``explain``, refused without a key), a ``POST`` the router refuses
+    unread (405), a plain search with ``Connection: close``, then one more (never read):
+    the same answers in order, the same records, from both servers."""
+    raw = b"".join((
+        _request(_json({"intent": "c" * 5000}), JSON),
+        _request(SEARCH, JSON),
+        _request(None, {}, method="GET", target="/healthz"),
+        _request(_json({"intent": "tea", "explain": True}), JSON),
+        _request(SEARCH, JSON, target="/healthz"),
+        _request(_json({"intent": "orange juice"}), {**JSON, "connection": "close"}),
+        _request(SEARCH, JSON),
+    ))
+    results = {}
+    for name, server in servers.items():
+        before = app_calls.get(id(server.app), 0)
+        answers = _exchange(server.port, raw, answers=6, closes=True)
+        assert app_calls.get(id(server.app), 0) - before == (4 if name == "wire" else 6), name
+        kept = [_kept(answer) for answer in answers]
+        results[name] = [(answer, _record(server, ids[0] if ids else None)) for answer, ids in kept]
+    assert [answer.split(b" ")[1] for answer, _ in results["wire"]] == [
+        b"413", b"200", b"200", b"401", b"405", b"200",
+    ]
+    assert results["wire"] == results["uvicorn"]
+
+
 def test_an_http_1_0_search_is_answered_and_its_connection_closed(
     servers: dict[str, Server], app_calls: dict[int, int]
 ) -> None:
