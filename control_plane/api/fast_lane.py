@@ -67,6 +67,7 @@ from control_plane import deadline
 from control_plane.api import errors
 from control_plane.api.limits import BodyLimit, RequestDeadline
 from control_plane.api.search_route import Guard, SearchRoute, shortcut_shape, well_formed
+from control_plane.api.serving import ARRIVED
 
 PATH = "/v1/search"
 Refused = Callable[[Request, int], Awaitable[None]]
@@ -157,7 +158,9 @@ class LanedApp(FastAPI):
         ):
             await super().__call__(scope, receive, send)
             return
-        arrived = time.monotonic()  # the request deadline counts from here, as the stack's
+        # the request deadline counts from here, as the stack's (or from before a protocol
+        # read the body: ARRIVED)
+        arrived = scope.get("state", {}).get(ARRIVED) or time.monotonic()
         lane = self._lane if self._lane_built else self._build_lane()
         content_type = length = None
         for name, value in scope["headers"]:

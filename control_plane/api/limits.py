@@ -24,7 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from control_plane import deadline
 from control_plane.api import errors
-from control_plane.api.serving import BODY_TIMED_OUT
+from control_plane.api.serving import ARRIVED, BODY_TIMED_OUT
 
 SERVING_PATHS = frozenset({"/v1/search", "/v1/compile"})
 """the routes bounded by the request deadline (workflow writes, audit reads and the agent
@@ -109,5 +109,7 @@ class RequestDeadline:
         if scope["type"] != "http" or scope["path"] not in self.paths:
             await self.app(scope, receive, send)
             return
-        with deadline.requested(self.seconds):  # the context follows the request into threads
+        # from when the request arrived: here, or before a protocol read its body (ARRIVED);
+        # the context follows the request into threads
+        with deadline.requested(self.seconds, since=scope.get("state", {}).get(ARRIVED)):
             await self.app(scope, receive, send)

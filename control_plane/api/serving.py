@@ -60,6 +60,12 @@ BODY_TIMED_OUT = "govsearch.body_timed_out"
 when the body stopped coming: the app, told the client is gone, answers (and records) 408
 ``request_timeout`` instead (``limits.BodyLimit``)"""
 
+ARRIVED = "govsearch.arrived"
+"""the key of the request's scope state under which a protocol that read the request's body
+before handing it to the app (the search lane on the wire, ADR 0057) leaves when the
+request arrived (a ``time.monotonic()`` reading): the request deadline counts from then, as
+it does when the app reads the body itself (``limits.RequestDeadline``, the fast lane)"""
+
 Refusal = tuple[bytes, str, str]
 """a status line, an error code and its message"""
 

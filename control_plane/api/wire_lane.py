@@ -1,5 +1,5 @@
 """The search lane on the wire: a plain ``POST /v1/search`` served by the HTTP protocol
-itself, past uvicorn's ASGI cycle and the app (ADR 0055).
+itself, past uvicorn's ASGI cycle and the app (ADR 0057).
 
 The fast lane (ADR 0036, :mod:`control_plane.api.fast_lane`) answers a well-formed search at
 the app's outermost ASGI boundary. Around it, each search still crossed uvicorn's ASGI
@@ -18,16 +18,19 @@ For a request it is sure about, it does the search itself, in one coroutine:
   the lane the app itself would take, ``auth.search_requires_key`` off), wrapped in nothing
   but uvicorn's proxy-headers middleware; only ``POST /v1/search`` (no query string), with
   ``Content-Type: application/json`` exactly (any case), a ``Content-Length`` of 1 to
-  ``api.max_body_bytes``, no ``Transfer-Encoding``, no ``Expect`` and no ``X-Forwarded-*``
-  header (a trusted proxy's would change the request's client);
+  ``api.max_body_bytes``, no ``Transfer-Encoding``, no ``Expect`` and no ``X-Forwarded-For`` or
+  ``X-Forwarded-Proto`` header (what uvicorn's proxy-headers middleware reads: a trusted
+  proxy's would change the request's client and scheme);
 - the body read whole (as the app's ``receive`` gives it), then validated as the route
   validates it (:func:`~control_plane.api.search_route.well_formed`), and plain: no ``now``
   (a preview needs a role), no ``explain``, no ``catalog`` other than the one served, and
   the app with no dependency overrides. Any other request, or a body that does not arrive
-  whole, goes to the app exactly as before, the messages read replayed;
+  whole, goes to the app exactly as before, the messages read replayed and the time the
+  request arrived handed on (``serving.ARRIVED``: its request deadline counts from then,
+  the body's upload included, as when the app reads the body itself);
 - a plain search: a request id (as the app makes one), the request deadline from when the
-  search's head was read, the recorder's ``search_cached`` on the loop's engine client or
-  ``search`` in the thread pool (what :func:`~control_plane.audit.router.recorded_search`
+  request's task started (as the app's), the recorder's ``search_cached`` on the loop's
+  engine client or ``search`` in the thread pool (what :func:`~control_plane.audit.router.recorded_search`
   does, through the same function), the answer's bytes (``search_answer``), sent in one
   write with the head uvicorn would write for them, and uvicorn's access line. A search that
   fails (the engine, the deadline, the audit backlog, a bug) is recorded by the recorder as
@@ -56,7 +59,7 @@ from control_plane import deadline
 from control_plane.api.answer import search_answer
 from control_plane.api.fast_lane import PATH, LanedApp
 from control_plane.api.search_route import well_formed
-from control_plane.api.serving import BoundedHttpToolsProtocol
+from control_plane.api.serving import ARRIVED, BoundedHttpToolsProtocol
 from control_plane.audit.router import client_from_headers, recorded
 
 _NOT_BUILT = object()
@@ -155,13 +158,13 @@ class WireLane:
             message = await read()
             messages.append(message)
             if message["type"] != "http.request":
-                await self._to_app(cycle, asgi, messages)
+                await self._to_app(cycle, asgi, messages, arrived)
                 return
             chunk = message.get("body", b"")
             received += len(chunk)
             chunks.append(chunk)
             if received > self.limit:
-                await self._to_app(cycle, asgi, messages)
+                await self._to_app(cycle, asgi, messages, arrived)
                 return
             if not message.get("more_body", False):
                 break
@@ -179,7 +182,7 @@ class WireLane:
             or app.dependency_overrides
             or app._native_telemetry.enabled()
         ):
-            await self._to_app(cycle, asgi, messages)
+            await self._to_app(cycle, asgi, messages, arrived)
             return
         scope = cycle.scope
         rid = scope["state"]["request_id"] = uuid.uuid4().hex  # as the app's ``request_id``
@@ -198,8 +201,13 @@ class WireLane:
     def _answer(self, rid: str, body: Any, outcome: Any) -> bytes:
         return search_answer(rid, body, outcome, self.service.profile)
 
-    async def _to_app(self, cycle: RequestResponseCycle, asgi: Any, messages: list[Any]) -> None:
-        """The app answers the request, the messages already read given to it first."""
+    async def _to_app(
+        self, cycle: RequestResponseCycle, asgi: Any, messages: list[Any], arrived: float
+    ) -> None:
+        """The app answers the request, the messages already read given to it first, its
+        deadline counted from ``arrived`` (the body's upload included, as when the app
+        reads it)."""
+        cycle.scope["state"][ARRIVED] = arrived
         cycle.receive = _replaying(messages, cycle.receive)  # type: ignore[method-assign]
         await asgi(cycle.scope, cycle.receive, cycle.send)
 

@@ -29,6 +29,7 @@ import control_plane.api.app as app_module
 import control_plane.api.wire_lane as wire_module
 from control_plane.api import create_app
 from control_plane.api.fast_lane import LanedApp
+from control_plane.api.limits import RequestDeadline
 from control_plane.api.serving import BoundedHttpToolsProtocol
 from control_plane.api.wire_lane import WireLane, WireLaneProtocol
 from control_plane.bootstrap import Ready, profile_of
@@ -115,28 +116,34 @@ def _exchange(port: int, raw: bytes, answers: int = 1, *, closes: bool = False) 
     then the connection closed by the server)."""
     with socket.create_connection(("127.0.0.1", port), timeout=30) as conn:
         conn.sendall(raw)
-        buffer = b""
-        read: list[bytes] = []
-        while len(read) < answers:
-            while b"\r\n\r\n" not in buffer:
-                chunk = conn.recv(65536)
-                assert chunk, f"the connection closed after {len(read)} answers: {buffer!r}"
-                buffer += chunk
-            head, _, rest = buffer.partition(b"\r\n\r\n")
-            if head.startswith(b"HTTP/1.1 1"):  # an interim answer (100 Continue): kept with the next
-                read.append(head + b"\r\n\r\n")
-                buffer = rest
-                answers += 1
-                continue
-            length = int(re.search(rb"(?im)^content-length: *(\d+)", head).group(1))  # type: ignore[union-attr]
-            while len(rest) < length:
-                chunk = conn.recv(65536)
-                assert chunk, "the connection closed inside a body"
-                rest += chunk
-            read.append(head + b"\r\n\r\n" + rest[:length])
-            buffer = rest[length:]
-        if closes:
-            assert buffer == b"" and conn.recv(1) == b"", "the connection was not closed"
+        return _answers(conn, answers, closes=closes)
+
+
+def _answers(conn: socket.socket, answers: int = 1, *, closes: bool = False) -> list[bytes]:
+    """The next ``answers`` answers on ``conn``, read whole (``closes``: and then the
+    connection closed by the server)."""
+    buffer = b""
+    read: list[bytes] = []
+    while len(read) < answers:
+        while b"\r\n\r\n" not in buffer:
+            chunk = conn.recv(65536)
+            assert chunk, f"the connection closed after {len(read)} answers: {buffer!r}"
+            buffer += chunk
+        head, _, rest = buffer.partition(b"\r\n\r\n")
+        if head.startswith(b"HTTP/1.1 1"):  # an interim answer (100 Continue): kept with the next
+            read.append(head + b"\r\n\r\n")
+            buffer = rest
+            answers += 1
+            continue
+        length = int(re.search(rb"(?im)^content-length: *(\d+)", head).group(1))  # type: ignore[union-attr]
+        while len(rest) < length:
+            chunk = conn.recv(65536)
+            assert chunk, "the connection closed inside a body"
+            rest += chunk
+        read.append(head + b"\r\n\r\n" + rest[:length])
+        buffer = rest[length:]
+    if closes:
+        assert buffer == b"" and conn.recv(1) == b"", "the connection was not closed"
     return read
 
 
@@ -326,6 +333,36 @@ def test_the_lane_serves_a_kept_alive_connection_and_pipelined_searches_in_order
     assert results["wire"] == results["uvicorn"]
 
 
+def test_laned_and_app_requests_mixed_on_one_connection_are_answered_as_uvicorn_answers_them(
+    servers: dict[str, Server], app_calls: dict[int, int]
+) -> None:
+    """In one write on one connection: a search declaring more than the limit (the app
+    refuses it without reading its body), a plain search, a ``GET``, a search the lane reads
+    and hands on (``explain``, refused without a key), a ``POST`` the router refuses
+    unread (405), a plain search with ``Connection: close``, then one more (never read):
+    the same answers in order, the same records, from both servers."""
+    raw = b"".join((
+        _request(_json({"intent": "c" * 5000}), JSON),
+        _request(SEARCH, JSON),
+        _request(None, {}, method="GET", target="/healthz"),
+        _request(_json({"intent": "tea", "explain": True}), JSON),
+        _request(SEARCH, JSON, target="/healthz"),
+        _request(_json({"intent": "orange juice"}), {**JSON, "connection": "close"}),
+        _request(SEARCH, JSON),
+    ))
+    results = {}
+    for name, server in servers.items():
+        before = app_calls.get(id(server.app), 0)
+        answers = _exchange(server.port, raw, answers=6, closes=True)
+        assert app_calls.get(id(server.app), 0) - before == (4 if name == "wire" else 6), name
+        kept = [_kept(answer) for answer in answers]
+        results[name] = [(answer, _record(server, ids[0] if ids else None)) for answer, ids in kept]
+    assert [answer.split(b" ")[1] for answer, _ in results["wire"]] == [
+        b"413", b"200", b"200", b"401", b"405", b"200",
+    ]
+    assert results["wire"] == results["uvicorn"]
+
+
 def test_an_http_1_0_search_is_answered_and_its_connection_closed(
     servers: dict[str, Server], app_calls: dict[int, int]
 ) -> None:
@@ -337,6 +374,62 @@ def test_an_http_1_0_search_is_answered_and_its_connection_closed(
         assert app_calls.get(id(server.app), 0) - before == (0 if name == "wire" else 1)
         results[name] = _kept(answer)[0]
     assert results["wire"] == results["uvicorn"]
+
+
+def _request_deadlines(app: LanedApp) -> list[RequestDeadline]:
+    """The app's ``RequestDeadline`` middleware (in its built stack)."""
+    found, layer = [], app.middleware_stack
+    while layer is not None:
+        if isinstance(layer, RequestDeadline):
+            found.append(layer)
+        layer = getattr(layer, "app", None)
+    return found
+
+
+def test_a_search_handed_to_the_app_has_its_deadline_counted_from_when_it_arrived(
+    servers: dict[str, Server], app_calls: dict[int, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search whose body the lane read, then handed to the app (``explain``, answered by
+    the app's fast lane; any search while the app has dependency overrides, answered by its
+    stack), has the request deadline counted from when it arrived, its body's upload
+    included, as the app counts it when it reads the body itself: a body that took longer
+    than the deadline gets 503 ``deadline_exceeded`` from both servers (not a deadline
+    counted afresh from the hand-off), with the same record."""
+    deadline_s = 1.0
+    for server in servers.values():
+        monkeypatch.setattr(server.app, "lane_deadline_s", deadline_s)
+        (stacked,) = _request_deadlines(server.app)
+        monkeypatch.setattr(stacked, "seconds", deadline_s)
+
+    async def open_internals(request: Any, what: str) -> None:
+        return None
+
+    monkeypatch.setattr(app_module, "require_internals", open_internals)
+    explain = _request(_json({"intent": "cheap chocolate", "explain": True}), JSON)
+    for case, overridden in (("explain", False), ("dependency overrides", True)):
+        if overridden:
+            for server in servers.values():
+                monkeypatch.setitem(server.app.dependency_overrides, _request_deadlines, lambda: None)
+        raw = explain if not overridden else _request(SEARCH, JSON)
+        conns = {
+            name: socket.create_connection(("127.0.0.1", server.port), timeout=30)
+            for name, server in servers.items()
+        }
+        try:
+            for conn in conns.values():
+                conn.sendall(raw[:-1])  # the head and the body but its last byte
+            time.sleep(deadline_s + 0.2)  # the deadline passes while the body is still coming
+            results = {}
+            for name, conn in conns.items():
+                conn.sendall(raw[-1:])
+                kept, ids = _kept(b"".join(_answers(conn)))
+                results[name] = (kept, _record(servers[name], ids[0] if ids else None))
+        finally:
+            for conn in conns.values():
+                conn.close()
+        assert results["wire"] == results["uvicorn"], case
+        assert results["wire"][0].startswith(b"HTTP/1.1 503 "), (case, results["wire"][0][:200])
+        assert b'"deadline_exceeded"' in results["wire"][0], case
 
 
 def test_no_wire_lane_when_searches_need_a_key_or_the_fast_lane_is_off(
