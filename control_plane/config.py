@@ -103,6 +103,11 @@ class ApiSettings(Section):
     """a request body still coming that goes this long without a byte gets 408
     ``request_timeout`` and the connection is closed (nginx's ``client_body_timeout``: the
     time between two reads, not the whole upload). ADR 0055"""
+    body_min_bytes_per_s: float = Field(default=500.0, ge=0)
+    """a request body must also be whole ``body_timeout_s`` after it began plus a second per
+    this many bytes received (at most ``max_body_bytes`` of them), else 408 as above: a
+    body trickled a byte at a time is cut (Apache ``mod_reqtimeout``'s ``MinRate``); 0:
+    no such bound. ADR 0055"""
     threads: int = Field(default=40, ge=1)
     """threads running requests' synchronous work (engine calls, the wait for the audit
     fsync): the size of the API's thread pool (anyio's limiter)"""
@@ -280,6 +285,7 @@ ENV_OVERRIDES: dict[str, tuple[str, str]] = {
     "GOVSEARCH_REQUEST_DEADLINE": ("api", "request_deadline_s"),
     "GOVSEARCH_API_HEAD_TIMEOUT": ("api", "head_timeout_s"),
     "GOVSEARCH_API_BODY_TIMEOUT": ("api", "body_timeout_s"),
+    "GOVSEARCH_API_BODY_MIN_RATE": ("api", "body_min_bytes_per_s"),
     "GOVSEARCH_API_THREADS": ("api", "threads"),
     "GOVSEARCH_API_ACCESS_LOG": ("api", "access_log"),
     "GOVSEARCH_API_CACHED_ON_LOOP": ("api", "cached_on_loop"),

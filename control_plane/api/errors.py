@@ -51,6 +51,7 @@ HTTP_CODES = {
     415: "unsupported_media_type",
     422: "invalid_request",
     429: "rate_limited",
+    431: "request_header_too_large",
 }
 
 

@@ -4,11 +4,12 @@ or body copy per request).
 - :class:`BodyLimit`: a body over ``api.max_body_bytes`` answers 413 ``request_too_large``,
   whether it declares its length (refused before a byte is read) or is streamed with
   chunked encoding (counted as it is received, refused as soon as it passes the limit).
-- :class:`BodyTimedOut`: a body that stopped coming answers 408 ``request_timeout``. The
-  HTTP protocol decides it (``api.body_timeout_s``, :mod:`control_plane.api.serving`),
-  answers the client itself and tells the app the client is gone, leaving the reason in
-  the request's scope state: the app's answer (written to no one) and its decision record
-  then say 408 too, under the request id the client got, not 400.
+- :class:`BodyRefused`: a body that stopped coming, or came too slowly, answers 408
+  ``request_timeout`` (a chunked body's trailers too large, 431). The HTTP protocol decides
+  it (``api.body_timeout_s``, ``api.body_min_bytes_per_s``, :mod:`control_plane.api.serving`),
+  answers the client itself and tells the app the client is gone, leaving the status and
+  reason in the request's scope state: the app's answer (written to no one) and its
+  decision record then say the same, under the request id the client got, not 400.
 - :class:`RequestDeadline`: the serving routes run under a total deadline
   (``api.request_deadline_s``, :mod:`control_plane.deadline`); an engine call that would
   outlive it is cut short and the request answers 503 ``deadline_exceeded``.
@@ -24,7 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from control_plane import deadline
 from control_plane.api import errors
-from control_plane.api.serving import ARRIVED, BODY_TIMED_OUT
+from control_plane.api.serving import ARRIVED, BODY_REFUSED
 
 SERVING_PATHS = frozenset({"/v1/search", "/v1/compile"})
 """the routes bounded by the request deadline (workflow writes, audit reads and the agent
@@ -40,12 +41,12 @@ class BodyTooLarge(HTTPException):
         super().__init__(413, f"request bodies are limited to {limit} bytes")
 
 
-class BodyTimedOut(HTTPException):
-    """Raised from ``receive`` when the client is gone because its body stopped coming
-    (module docstring); answered and recorded as :class:`BodyTooLarge` is."""
+class BodyRefused(HTTPException):
+    """Raised from ``receive`` when the client is gone because the protocol refused its
+    body (module docstring); answered and recorded as :class:`BodyTooLarge` is."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__(408, message)
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(status, message)
 
 
 class BodyLimit:
@@ -73,8 +74,8 @@ class BodyLimit:
                 received += len(message.get("body", b""))
                 if received > self.limit:
                     raise BodyTooLarge(self.limit)
-            elif timed_out := scope.get("state", {}).get(BODY_TIMED_OUT):
-                raise BodyTimedOut(timed_out)
+            elif refused := scope.get("state", {}).get(BODY_REFUSED):
+                raise BodyRefused(*refused)
             return message
 
         async def watched(message: Message) -> None:
@@ -84,7 +85,7 @@ class BodyLimit:
 
         try:
             await self.app(scope, counted, watched)
-        except (BodyTooLarge, BodyTimedOut) as refused:  # read outside FastAPI's body parsing:
+        except (BodyTooLarge, BodyRefused) as refused:  # read outside FastAPI's body parsing:
             if started:  # answer here
                 raise
             await self._refuse(request, scope, receive, send, refused)

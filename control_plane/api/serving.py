@@ -28,8 +28,10 @@ engine calls, not the body's upload). The protocol answers 408 ``request_timeout
 one error shape and closes the connection when a head is not whole :attr:`head_timeout_s`
 after its first byte, or when a body's next bytes do not come within
 :attr:`body_timeout_s` of the last ones (nginx's ``client_header_timeout`` and
-``client_body_timeout``; ``api.head_timeout_s``, ``api.body_timeout_s``, set for the
-process by :func:`bound_client_times`). ADR 0055.
+``client_body_timeout``), or when a body is not whole :attr:`body_timeout_s` after it
+began plus a second per :attr:`body_min_bytes_per_s` bytes received (Apache's
+``MinRate``; ``api.head_timeout_s``, ``api.body_timeout_s``, ``api.body_min_bytes_per_s``,
+set for the process by :func:`bound_client_times`). ADR 0055.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import asyncio
 import copy
 import json
 import logging
+import math
 import socket
 import uuid
 from typing import Any
@@ -55,10 +58,14 @@ MAX_HEAD_BYTES = 65_536
 """bytes a request's line and headers may take (nginx takes 32 KB, Node.js 16 KB by default)"""
 
 
-BODY_TIMED_OUT = "govsearch.body_timed_out"
-"""the key of the request's scope state under which the protocol leaves the 408's message
-when the body stopped coming: the app, told the client is gone, answers (and records) 408
-``request_timeout`` instead (``limits.BodyLimit``)"""
+BODY_REFUSED = "govsearch.body_refused"
+"""the key of the request's scope state under which the protocol leaves its refusal's
+status and message when it refused the request inside its body (the body stopped coming or
+came too slowly: 408; a chunked body's trailers too large: 431): the app, told the client
+is gone, answers (and records) that refusal instead (``limits.BodyLimit``)"""
+
+_TIMEOUT = b"HTTP/1.1 408 Request Timeout\r\n"
+_TOO_LARGE = b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
 
 ARRIVED = "govsearch.arrived"
 """the key of the request's scope state under which a protocol that read the request's body
@@ -92,7 +99,11 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     **Time.** A head (what the size bound counts as one: a request's line and headers, a
     chunked body's size line and its last chunk's trailers) has :attr:`head_timeout_s` from
     the read its first byte came in; a body still coming has :attr:`body_timeout_s` between
-    two reads. Past either, 408 ``request_timeout``, then the connection is closed. A head's
+    two reads, and must be whole :attr:`body_timeout_s` after it began plus a second per
+    :attr:`body_min_bytes_per_s` bytes received since (credited up to
+    :attr:`max_body_bytes`). Past any, 408 ``request_timeout``, then the connection is
+    closed; a chunked body's size line or trailers past the head's bounds refuse the body's
+    request (408, or 431 for the size) as a body that stopped does. A head's
     408 waits for the answers of the requests before it, as a 431 does; a body's request is
     the one being answered, so the app's reads of it end (it sees the client gone, and
     what it sends is dropped) and the 408 is its answer. A body whose request was already
@@ -120,6 +131,11 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     """seconds a head may take from its first byte (``api.head_timeout_s``)"""
     body_timeout_s = 20.0
     """seconds a body still coming may go without a byte (``api.body_timeout_s``)"""
+    body_min_bytes_per_s = 500.0
+    """a body must be whole :attr:`body_timeout_s` after it began plus a second per this
+    many bytes received (``api.body_min_bytes_per_s``; 0: no such bound)"""
+    max_body_bytes = 16_384
+    """the bytes a body is credited for at most (``api.max_body_bytes``)"""
 
     _heading = False
     _head_bytes = 0
@@ -130,6 +146,12 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     """``loop.time()`` of the read the incomplete head began in"""
     _body_read = 0.0
     """``loop.time()`` of the last read of an incomplete body"""
+    _body_of: object = None
+    """the cycle whose body's clock runs (:meth:`_body_came`)"""
+    _body_since = 0.0
+    """``loop.time()`` of the first read after which that body was incomplete"""
+    _body_bytes = 0
+    """bytes read of that body since"""
     _stall_timer: asyncio.TimerHandle | None = None
     _request_id: str | None = None
     """the id of a request whose body timed out (the app's, shared with its record)"""
@@ -149,9 +171,14 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
                 return
             if self._begun != begun:
                 self._head_since = self.loop.time()
-            self._arm(self._head_since + self.head_timeout_s)
+            if self._bodying:  # a chunk's size line or the trailers: the body's clock runs too
+                self._body_came(len(data), self._head_since)
+                self._arm(min(self._head_since + self.head_timeout_s, self._body_due()))
+            else:
+                self._arm(self._head_since + self.head_timeout_s)
         elif self._bodying:
             self._body_read = now = self.loop.time()
+            self._body_came(len(data), now)
             self._arm(now + self.body_timeout_s)
 
     def on_message_begin(self) -> None:
@@ -207,6 +234,24 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             self.pipeline
         )
 
+    def _body_came(self, count: int, now: float) -> None:
+        """A read of ``count`` bytes left the body incomplete: credited to the body whose clock
+        runs, or the first such read of a new body, whose clock starts (its bytes, which
+        came with the head or before any wait, are not credited)."""
+        if self._body_of is self.cycle:
+            self._body_bytes += count
+        else:
+            self._body_of, self._body_since, self._body_bytes = self.cycle, now, 0
+
+    def _body_due(self) -> float:
+        """When the body must be whole: :attr:`body_timeout_s` after its clock started, plus
+        a second per :attr:`body_min_bytes_per_s` bytes received since (at most
+        :attr:`max_body_bytes` of them: no larger body is taken)."""
+        rate = self.body_min_bytes_per_s
+        if not rate:
+            return math.inf
+        return self._body_since + self.body_timeout_s + min(self._body_bytes, self.max_body_bytes) / rate
+
     def _arm(self, due: float) -> None:
         """The connection's timer, if it has none pending (one due earlier is armed again
         for what is incomplete when it fires)."""
@@ -225,6 +270,21 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
                 self.transport.close()  # as nginx: nothing asked, nothing answered
             else:
                 self._arm(self._head_since + self.head_timeout_s)
+        elif self._bodying:  # (a chunk's size line or the trailers included)
+            cycle = self.cycle
+            if self._body_of is not cycle:
+                self._body_came(0, now)
+            if self.flow.read_paused or self.pipeline or cycle is None or cycle.waiting_for_100_continue:
+                self._head_since = self._body_read = self._body_since = now
+                self._body_bytes = 0
+            elif late := self._body_late(now):
+                self._refuse_body(_TIMEOUT, late)
+                return
+            if self._heading:
+                due = self._head_since + self.head_timeout_s
+            else:
+                due = self._body_read + self.body_timeout_s
+            self._arm(min(due, self._body_due()))
         elif self._heading:
             if self.flow.read_paused:
                 self._head_since = now
@@ -232,19 +292,26 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
                 self._refuse_slow_head()
                 return
             self._arm(self._head_since + self.head_timeout_s)
-        elif self._bodying:
-            cycle = self.cycle
-            if self.flow.read_paused or self.pipeline or cycle is None or cycle.waiting_for_100_continue:
-                self._body_read = now
-            elif now >= self._body_read + self.body_timeout_s:
-                self._refuse_slow_body()
-                return
-            self._arm(self._body_read + self.body_timeout_s)
+
+    def _body_late(self, now: float) -> str | None:
+        """Why the body is past its time at ``now`` (its reading not paused), if it is."""
+        if self._heading and now >= self._head_since + self.head_timeout_s:
+            return (f"the request body stopped coming: a chunk's size line or the trailers not whole "
+                    f"{self.head_timeout_s:g} s after their first byte")
+        if not self._heading and now >= self._body_read + self.body_timeout_s:
+            return f"the request body stopped coming: no byte for {self.body_timeout_s:g} s"
+        if now >= self._body_due():
+            return (f"the request body came too slowly: not whole {self.body_timeout_s:g} s after it "
+                    f"began plus 1 s per {self.body_min_bytes_per_s:g} bytes received")
+        return None
 
     def _refuse_head(self) -> None:
         self.logger.warning("A request head over %d bytes was refused (431).", MAX_HEAD_BYTES)
+        if self._bodying:  # a chunked body's trailers (or a chunk's size line): its request's answer
+            self._refuse_body(_TOO_LARGE, f"the request's trailers take more than {MAX_HEAD_BYTES} bytes")
+            return
         self._refuse((
-            b"HTTP/1.1 431 Request Header Fields Too Large\r\n",
+            _TOO_LARGE,
             "request_header_too_large",
             f"the request line and headers take more than {MAX_HEAD_BYTES} bytes",
         ))
@@ -254,20 +321,21 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             "A request head not whole %gs after its first byte was refused (408).", self.head_timeout_s
         )
         self._refuse((
-            b"HTTP/1.1 408 Request Timeout\r\n",
+            _TIMEOUT,
             "request_timeout",
             f"the request line and headers did not arrive within {self.head_timeout_s:g} s",
         ))
 
-    def _refuse_slow_body(self) -> None:
-        """The body of the request being answered (nothing is queued behind it: the parser
-        is inside it) stopped coming: the app's reads end as if the client had gone and
-        what it sends is dropped; the 408 is the answer, unless one was already begun."""
+    def _refuse_body(self, status: bytes, message: str) -> None:
+        """The request being answered (nothing is queued behind it: the parser is inside its
+        body, trailers included) is refused: the app's reads end as if the client had gone
+        and what it sends is dropped; the refusal is the answer, unless one was already
+        begun."""
         cycle = self.cycle
-        self.logger.warning("A request body with no byte for %gs was refused (408).", self.body_timeout_s)
-        message = f"the request body stopped coming: no byte for {self.body_timeout_s:g} s"
+        code = int(status.split()[1])
+        self.logger.warning("A request body was refused (%d): %s.", code, message)
         state = cycle.scope.setdefault("state", {})
-        state[BODY_TIMED_OUT] = message
+        state[BODY_REFUSED] = (code, message)
         # the app's id for the request (``errors.request_id`` keeps it there): its record and
         # this answer name the same request
         self._request_id = state.setdefault("request_id", uuid.uuid4().hex)
@@ -277,7 +345,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             self._bodying = False
             self.transport.close()
             return
-        self._refuse((b"HTTP/1.1 408 Request Timeout\r\n", "request_timeout", message))
+        self._refuse((status, "request_timeout" if code == 408 else "request_header_too_large", message))
 
     def _refuse(self, refusal: Refusal) -> None:
         self._heading = self._bodying = False
@@ -311,6 +379,8 @@ def bound_client_times(api: ApiSettings) -> None:
     can only name the protocol class)."""
     BoundedHttpToolsProtocol.head_timeout_s = api.head_timeout_s
     BoundedHttpToolsProtocol.body_timeout_s = api.body_timeout_s
+    BoundedHttpToolsProtocol.body_min_bytes_per_s = api.body_min_bytes_per_s
+    BoundedHttpToolsProtocol.max_body_bytes = api.max_body_bytes
 
 
 def log_config() -> dict[str, Any]:

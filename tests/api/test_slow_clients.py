@@ -17,6 +17,7 @@ import os
 import select
 import socket
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -113,7 +114,11 @@ def _answers(data: bytes) -> list[tuple[str, dict[str, str], bytes]]:
 
 def _read(sock: socket.socket, count: int) -> list[tuple[str, dict[str, str], bytes]]:
     """The next ``count`` answers on a connection kept open."""
-    received = b""
+    return _read_after(sock, b"", count)
+
+
+def _read_after(sock: socket.socket, received: bytes, count: int) -> list[tuple[str, dict[str, str], bytes]]:
+    """The next ``count`` answers on a connection kept open, ``received`` their start."""
     sock.settimeout(PATIENCE_S)
     while True:
         chunk = sock.recv(65536)
@@ -167,9 +172,11 @@ def test_a_body_that_stops_coming_gets_408_and_its_connection_closes(served: tup
 
 
 def _records(directory: Path, request_id: str) -> list[dict[str, Any]]:
-    """The decision records of ``request_id`` (a line being written is skipped)."""
+    """The decision records of ``request_id`` (a line being written is skipped; none before
+    the first is written)."""
     found = []
-    for line in (directory / "decisions.jsonl").read_text().splitlines():
+    path = directory / "decisions.jsonl"
+    for line in path.read_text().splitlines() if path.exists() else ():
         with contextlib.suppress(ValueError):
             record = json.loads(line)
             if record.get("request_id") == request_id:
@@ -245,3 +252,213 @@ def test_a_408_for_a_slow_head_comes_after_the_answer_of_the_request_pipelined_b
     assert json.loads(body)  # the search's own answer, whatever the engine said
     _timed_out(answers[1], "headers")
     assert closed
+
+
+SEARCH = b'{"intent": "cheap chocolate"}'
+
+
+def _plain_search_head(length: int) -> bytes:
+    """A search the wire lane takes (ADR 0057): ``application/json``, ``Content-Length``."""
+    return (b"POST /v1/search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % length)
+
+
+def _refused_and_recorded(served: tuple[int, Path], received: bytes, closed: bool) -> None:
+    """One 408 about the body, the connection closed, and the search's decision record
+    saying 408 ``request_timeout`` under the id the client got."""
+    answers = _answers(received)
+    assert len(answers) == 1, received[:300]
+    _timed_out(answers[0], "body")
+    assert closed
+    request_id = json.loads(answers[0][2])["error"]["request_id"]
+    assert wait_until(lambda: _records(served[1], request_id), PATIENCE_S) is not None
+    (record,) = _records(served[1], request_id)
+    assert (record["error"]["status"], record["error"]["code"]) == (408, "request_timeout")
+
+
+def test_a_plain_search_whose_body_stalls_gets_408_and_its_record(served: tuple[int, Path]) -> None:
+    """A search the wire lane would serve, its last byte never sent: the lane hands it to
+    the app, whose record says what the client got."""
+    with socket.create_connection(("127.0.0.1", served[0]), timeout=10) as sock:
+        sock.sendall(_plain_search_head(len(SEARCH)) + SEARCH[:-1])
+        received, closed = _rest(sock)
+    _refused_and_recorded(served, received, closed)
+
+
+def test_a_body_trickled_faster_than_the_body_timeout_is_still_refused(served: tuple[int, Path]) -> None:
+    """A plain search's body (padded with spaces, 60 s of bytes) dripped a byte every fifth
+    of the body timeout: no gap reaches the timeout, yet the body must be whole within
+    the timeout plus a second per ``api.body_min_bytes_per_s`` (500) bytes received."""
+    body = SEARCH + b" " * 571
+    with socket.create_connection(("127.0.0.1", served[0]), timeout=10) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.sendall(_plain_search_head(len(body)))
+        _drip(sock, body, gap_s=float(BOUND_S) / 5)
+        received, closed = _rest(sock)
+    _refused_and_recorded(served, received, closed)
+
+
+CHUNKED_SEARCH = (b"POST /v1/search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n" % len(SEARCH) + SEARCH + b"\r\n")
+
+
+@pytest.mark.parametrize(("sent", "dripped"), [
+    (CHUNKED_SEARCH + b"0\r\n", b"X-Checksum: " + b"c" * 600),
+    (CHUNKED_SEARCH + b"0\r\n", b""),
+    (CHUNKED_SEARCH + b"1\r\n", b""),
+], ids=["trailer-dripped", "trailers-never-sent", "chunk-data-never-sent"])
+def test_a_chunked_body_whose_trailers_or_chunk_stall_gets_408_and_its_record(
+    served: tuple[int, Path], sent: bytes, dripped: bytes,
+) -> None:
+    """The trailers after a chunked body's last chunk (and the span from a chunk's size line
+    to its data) are counted as a head is, but they belong to the request being answered,
+    whose handler is waiting for the rest of its body: the 408 is that request's answer."""
+    with socket.create_connection(("127.0.0.1", served[0]), timeout=10) as sock:
+        sock.sendall(sent)
+        _drip(sock, dripped)
+        received, closed = _rest(sock)
+    _refused_and_recorded(served, received, closed)
+
+
+def test_a_pipelined_body_waiting_for_the_request_before_it_is_not_timed_out(
+    relayed: tuple[Served, Relay],
+) -> None:
+    """A search held at the relay, then a second search whose head and half its body came
+    with it: reading is paused while the first is answered (the second waits in the
+    pipeline), for many body timeouts. The rest of its body, sent meanwhile, is read once
+    the first is answered: both searches are answered, neither with a 408."""
+    served, relay = relayed
+    port = int(served.url.rsplit(":", 1)[1])
+    relay.hold(lambda method, path: True)
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(_plain_search_head(len(SEARCH)) + SEARCH
+                     + _plain_search_head(len(SEARCH)) + SEARCH[:10])
+        try:
+            assert relay.held.wait(PATIENCE_S), "the search made no engine call"
+            time.sleep(6 * float(BOUND_S))  # (the timer fires while reading is paused)
+            sock.sendall(SEARCH[10:])
+            time.sleep(2 * float(BOUND_S))
+        finally:
+            relay.release()
+        answers = _read(sock, 2)
+    assert not any(" 408 " in status for status, _, _ in answers), answers
+    assert all(json.loads(body) for _, _, body in answers)
+
+
+GATED_APP = """
+import asyncio, sys, uvicorn
+from control_plane.api.serving import BoundedHttpToolsProtocol
+
+BoundedHttpToolsProtocol.head_timeout_s = BoundedHttpToolsProtocol.body_timeout_s = float(sys.argv[2])
+opened = asyncio.Event()
+
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    if scope["path"] == "/open":
+        opened.set()
+    elif scope["path"] == "/gated":  # reads its body only once /open was asked
+        await opened.wait()
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), http=BoundedHttpToolsProtocol,
+            log_level="warning", lifespan="off")
+"""
+
+
+@pytest.fixture()
+def gated() -> Iterator[int]:
+    """A bare app on the bounded protocol (bounds of 0.5 s) whose ``/gated`` route reads its
+    body only once ``/open`` was asked: the protocol's ``100 Continue`` waits until then."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-c", GATED_APP, str(port), BOUND_S], cwd=ROOT, env=checkout_env(),
+    )
+    try:
+        assert wait_until(lambda: _connects(port), 60, every_s=0.1) is not None
+        yield port
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def _connects(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
+def test_a_body_waiting_for_its_100_continue_is_not_timed_out(gated: int) -> None:
+    """``Expect: 100-continue``: the client sends the body once told to, and the protocol
+    tells it when the app first reads it. While the app has not (many body timeouts), the
+    body's clock does not run; once it has, the body sent at the ``100 Continue`` is read."""
+    with socket.create_connection(("127.0.0.1", gated), timeout=10) as sock:
+        sock.sendall(b"POST /gated HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n")
+        time.sleep(6 * float(BOUND_S))  # (the timer fires while the 100 Continue waits)
+        _open(gated)
+        sock.settimeout(PATIENCE_S)
+        continued = sock.recv(65536)
+        assert continued.startswith(b"HTTP/1.1 100 Continue\r\n\r\n"), continued
+        sock.sendall(b"hello")
+        received = continued[len(b"HTTP/1.1 100 Continue\r\n\r\n"):]
+        answers = _read_after(sock, received, 1)
+    assert [(status, body) for status, _, body in answers] == [("HTTP/1.1 200 OK", b"hello")]
+
+
+def _open(port: int) -> None:
+    """Let ``/gated`` requests read their bodies."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as other:
+        other.sendall(b"GET /open HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert _read(other, 1)[0][0] == "HTTP/1.1 200 OK"
+
+
+def test_a_pipelined_head_read_while_reading_is_paused_is_not_timed_out(gated: int) -> None:
+    """A request whose handler waits (at the gate), a whole request queued behind it
+    (reading pauses) and the start of a third head in the same write: the third head's
+    clock does not run while this side does not read (many head timeouts). Its end, sent
+    meanwhile, is read once reading resumes: three answers, no 408."""
+    with socket.create_connection(("127.0.0.1", gated), timeout=10) as sock:
+        sock.sendall(b"GET /gated HTTP/1.1\r\nHost: x\r\n\r\n"
+                     b"GET /b HTTP/1.1\r\nHost: x\r\n\r\n"
+                     b"GET /c HTTP/1.1\r\n")
+        time.sleep(6 * float(BOUND_S))  # (the timer fires while reading is paused)
+        sock.sendall(b"Host: x\r\n\r\n")
+        time.sleep(2 * float(BOUND_S))
+        _open(gated)
+        answers = _read(sock, 3)
+    assert [status for status, _, _ in answers] == ["HTTP/1.1 200 OK"] * 3
+
+
+def test_trailers_too_large_get_431_as_their_requests_answer_and_its_record(
+    served: tuple[int, Path],
+) -> None:
+    """A chunked search's trailer past 64 KiB (counted as a head is): the request is the
+    one being answered, its handler waiting for the rest of its body, so the 431 is its
+    answer (before, the 431 waited for that answer, and nothing came)."""
+    with socket.create_connection(("127.0.0.1", served[0]), timeout=10) as sock:
+        sock.sendall(CHUNKED_SEARCH + b"0\r\nX-Endless: ")
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            for _ in range(6):  # (apart, so that they are read apart)
+                sock.sendall(b"d" * 32_768)
+                time.sleep(float(BOUND_S) / 10)
+        received, closed = _rest(sock)
+    answers = _answers(received)
+    assert len(answers) == 1, received[:300]
+    status, headers, body = answers[0]
+    assert (status, headers["connection"]) == ("HTTP/1.1 431 Request Header Fields Too Large", "close")
+    error = json.loads(body)["error"]
+    assert error["code"] == "request_header_too_large", error
+    assert closed
+    assert wait_until(lambda: _records(served[1], error["request_id"]), PATIENCE_S) is not None
+    (record,) = _records(served[1], error["request_id"])
+    assert (record["error"]["status"], record["error"]["code"]) == (431, "request_header_too_large")
