@@ -191,12 +191,12 @@ class LanedApp(FastAPI):
             message = await receive()
             messages.append(message)
             if message["type"] != "http.request":  # the client gone: the stack answers it
-                await super().__call__(scope, _replaying(messages, receive), send)
+                await super().__call__(scope, replaying(messages, receive), send)
                 return
             chunk = message.get("body", b"")
             received += len(chunk)
             if received > limit:  # more than it declared: the stack's BodyLimit refuses it
-                await super().__call__(scope, _replaying(messages, receive), send)
+                await super().__call__(scope, replaying(messages, receive), send)
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):
@@ -207,7 +207,7 @@ class LanedApp(FastAPI):
         except Exception:  # e.g. JSON nested too deep for the parser: whatever the stack answers
             body = None
         if body is None:  # not JSON, not an object, not a valid request: the stack's 400/422
-            await super().__call__(scope, _replaying(messages, receive), send)
+            await super().__call__(scope, replaying(messages, receive), send)
             return
         started = False
 
@@ -217,7 +217,7 @@ class LanedApp(FastAPI):
             await send(message)
 
         try:
-            await self._serve(lane, body, raw, arrived, scope, _replaying(messages, receive), sending)
+            await self._serve(lane, body, raw, arrived, scope, replaying(messages, receive), sending)
         except Exception as error:  # as ServerErrorMiddleware, which the stack has outermost
             if not started:
                 await _server_error(lane, scope, receive, send, error)
@@ -233,11 +233,7 @@ class LanedApp(FastAPI):
         self, lane: Lane, body: BaseModel, raw: bytes, arrived: float, scope: Scope, receive: Receive,
         send: Send,
     ) -> None:
-        scope["app"] = self  # what Starlette's app and router set on the way in
-        scope.setdefault("router", self.router)
-        scope.update(lane.child_scope)
-        scope["path_params"] = {}  # the router's: a dict of each request's own
-        request = Request(scope, receive, send)
+        request = self.routed(lane, scope, receive, send)
         request._body = raw  # read above: the endpoint's request has it, as FastAPI's would
         errors.request_id(request)  # as BodyLimit: every answer, refusals included, has one
         try:
@@ -253,6 +249,15 @@ class LanedApp(FastAPI):
         if response.status_code >= 400 and refused and not getattr(request.state, "audited", False):
             await refused(request, response.status_code)  # as RecordRefused, before the answer
         await response(scope, receive, send)
+
+    def routed(self, lane: Lane, scope: Scope, receive: Receive, send: Send) -> Request:
+        """The request as the router hands it to the search route: ``scope`` completed with
+        what Starlette's app and router set on the way in."""
+        scope["app"] = self
+        scope.setdefault("router", self.router)
+        scope.update(lane.child_scope)
+        scope["path_params"] = {}  # the router's: a dict of each request's own
+        return Request(scope, receive, send)
 
     async def handled(
         self, lane: Lane, request: Request, error: Exception, scope: Scope, receive: Receive, send: Send
@@ -291,7 +296,7 @@ async def _server_error(lane: Lane, scope: Scope, receive: Receive, send: Send, 
     await response(scope, receive, send)
 
 
-def _replaying(messages: list[Message], receive: Receive) -> Receive:
+def replaying(messages: list[Message], receive: Receive) -> Receive:
     """``receive`` that gives ``messages`` first, then what the client sends next."""
     pending = list(messages)
 

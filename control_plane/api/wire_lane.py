@@ -57,7 +57,7 @@ from uvicorn.protocols.utils import get_client_addr
 
 from control_plane import deadline
 from control_plane.api.answer import search_answer
-from control_plane.api.fast_lane import PATH, LanedApp
+from control_plane.api.fast_lane import PATH, LanedApp, replaying
 from control_plane.api.search_route import well_formed
 from control_plane.api.serving import ARRIVED, BoundedHttpToolsProtocol
 from control_plane.audit.router import client_from_headers, recorded
@@ -208,24 +208,16 @@ class WireLane:
         deadline counted from ``arrived`` (the body's upload included, as when the app
         reads it)."""
         cycle.scope["state"][ARRIVED] = arrived
-        cycle.receive = _replaying(messages, cycle.receive)  # type: ignore[method-assign]
-        await asgi(cycle.scope, cycle.receive, cycle.send)
+        await asgi(cycle.scope, _replayed(cycle, messages), cycle.send)
 
     async def _failed(
         self, cycle: RequestResponseCycle, asgi: Any, messages: list[Any], error: Exception
     ) -> None:
         """The app's answer to ``error`` (its handler's; a 500, then ``error`` raised again)."""
-        from starlette.requests import Request
-
-        receive: Any = _replaying(messages, cycle.receive)
-        cycle.receive = receive  # type: ignore[method-assign]
+        receive = _replayed(cycle, messages)
         scope: Any = cycle.scope
         send: Any = cycle.send
-        scope["app"] = self.app  # what the app and its router set on the way in
-        scope.setdefault("router", self.app.router)
-        scope.update(self.lane.child_scope)
-        scope["path_params"] = {}
-        request = Request(scope, receive, send)
+        request = self.app.routed(self.lane, scope, receive, send)
         response = await self.app.handled(self.lane, request, error, scope, receive, send)
         await response(scope, receive, send)
 
@@ -273,13 +265,9 @@ class WireLaneProtocol(BoundedHttpToolsProtocol):
         self.tasks.add(task)
 
 
-def _replaying(messages: list[Any], receive: Any) -> Any:
-    """``receive`` that gives ``messages`` first, then what the client sends next."""
-    pending = list(messages)
-
-    async def replayed() -> Any:
-        if pending:
-            return pending.pop(0)
-        return await receive()
-
-    return replayed
+def _replayed(cycle: RequestResponseCycle, messages: list[Any]) -> Any:
+    """The cycle's ``receive`` replaced by one that gives ``messages`` (read already) first."""
+    original: Any = cycle.receive
+    receive: Any = replaying(messages, original)
+    cycle.receive = receive  # type: ignore[method-assign]
+    return receive
