@@ -35,11 +35,9 @@ from control_plane.api.wire_lane import WireLane, WireLaneProtocol
 from control_plane.bootstrap import Ready, profile_of
 from control_plane.config import AuditSettings, Settings
 from control_plane.engine import Engine
-from control_plane.engine.aio import AsyncEngine
 from control_plane.service import SearchService
-from tests.api.test_fast_lane import VOLATILE
+from tests.api.test_fast_lane import VOLATILE, as_is, engine_down, engine_silent  # (any .app's loop engine)
 from tests.clocks import FIXED_CLOCK
-from tests.drills.harness import free_port
 from tests.e2e.conftest import ready, settings  # noqa: F401
 
 DEADLINE_S = 3.0
@@ -186,36 +184,6 @@ def _record(server: Server, request_id: str | None) -> dict[str, Any] | None:
 
 
 @contextmanager
-def loop_engine_at(url: str, servers: list[Server]) -> Iterator[None]:
-    kept = [server.app.state.loop_engine for server in servers]
-    try:
-        for server in servers:
-            server.app.state.loop_engine = AsyncEngine(url, 30.0)
-        yield
-    finally:
-        for server, engine in zip(servers, kept, strict=True):
-            server.app.state.loop_engine = engine
-
-
-@contextmanager
-def engine_down(servers: list[Server], monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    with loop_engine_at(f"http://127.0.0.1:{free_port()}", servers):
-        yield
-
-
-@contextmanager
-def engine_silent(servers: list[Server], monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(16)
-    try:
-        with loop_engine_at(f"http://127.0.0.1:{listener.getsockname()[1]}", servers):
-            yield
-    finally:
-        listener.close()
-
-
-@contextmanager
 def answer_fails(servers: list[Server], monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The answer's build raises after the search was recorded: the app's 500."""
 
@@ -226,11 +194,6 @@ def answer_fails(servers: list[Server], monkeypatch: pytest.MonkeyPatch) -> Iter
         patch.setattr(app_module, "search_answer", broken)
         patch.setattr(wire_module, "search_answer", broken)
         yield
-
-
-@contextmanager
-def as_is(servers: list[Server], monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    yield
 
 
 JSON = {"content-type": "application/json"}
