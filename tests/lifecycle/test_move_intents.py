@@ -388,3 +388,31 @@ def test_a_workflow_call_settles_once_and_closes_its_intent_in_one_call(lifecycl
     assert live_index(lc) == [index_of(lc, dead)]
     rolled = wf.rollback(lc.principals["bob"], None, "back")
     assert rolled.version == version, "the rollback's rules saw the recovered promotion"
+
+
+def test_a_kill_switch_whose_event_is_not_written_yet_is_not_undone_by_a_promotion(
+    lifecycle: Lifecycle,
+) -> None:
+    """A disable moved live, and its owner (another host, within its lease: it may still
+    write the event) has not written its event: the history does not name it yet, while
+    live serves it. A promotion turning the killed policy back on must not read that as a
+    policy disabled by authoring: refused, live left as the kill switch put it."""
+    lc = lifecycle
+    version = candidate(lc, "teas", "green tea")  # staged before the incident: cheap enabled
+    killing = workflow(lc, Crashing(lc.engine, event_write(lc, "disable")), elsewhere)
+    with pytest.raises(Crash):
+        killing.disable(lc.principals["alice"], "cheap", "margin incident")
+    killed = live_index(lc)
+    assert not lc.workflow.environment("live").policy_set.policy("cheap").enabled
+    assert lc.workflow.history(action="disable") == [], "in its owner's hands: not recorded yet"
+    with pytest.raises(Refused) as refused:
+        lc.workflow.promote(lc.principals["bob"], version, "teas for winter")
+    assert refused.value.code == "concurrent_change", refused.value.message
+    assert live_index(lc) == killed, "the kill switch stands"
+    # once its event is there (its lease passed: a reader records it), the guard names it
+    later = workflow(lc, lc.engine)
+    later.intents.now_ns = lambda: lc.workflow.intents.now_ns() + int(61e9)
+    with pytest.raises(Refused) as named:
+        later.promote(lc.principals["bob"], version, "teas for winter")
+    assert named.value.code == "reenables_disabled"
+    assert "cheap (disabled by alice: margin incident)" in named.value.message
