@@ -604,12 +604,31 @@ class Workflow:
             killed = self.store.events(env="live", action=LIVE_MOVES, policy_id=policy.id, limit=1)
             if killed and killed[0].action == "disable":
                 revived.append(f"{policy.id} (disabled by {killed[0].actor}: {killed[0].reason})")
+            else:
+                self._refuse_unrecorded_live(live)
         if revived:
             raise Refused(
                 "reenables_disabled",
                 f"version {version[:12]} turns back on what the kill switch disabled on live: "
                 + "; ".join(revived) + ". Disable it in staging too, or promote with reenable",
             )
+
+    def _refuse_unrecorded_live(self, live: Environment) -> None:
+        """Refused while the history does not name the version live serves: a move of live
+        is in flight (its process has not written its event yet, or died and its lease has
+        not passed). The policies it turned off read as turned off by their authors until its
+        event is there: a kill switch among them would be undone unnoticed (ADR 0053)."""
+        newest = self.store.events(env="live", action=LIVE_MOVES, limit=1)
+        if newest and newest[0].version == live.version:
+            return
+        raise Refused(
+            "move_in_flight",
+            f"live serves version {live.version[:12]}, which no history event names yet: a move"
+            " of live is in flight (its event is not written yet; if its process died, the next"
+            " read after its lease records it); nothing was changed: look at the history and"
+            " the move journal, and try again",
+            details=[{"env": "live", "version": live.version, "index": live.index}],
+        )
 
     def _refuse_untested(self, version: str) -> str:
         """The version's suite sha256, when its last run on that suite passed."""

@@ -407,7 +407,7 @@ def test_a_kill_switch_whose_event_is_not_written_yet_is_not_undone_by_a_promoti
     assert lc.workflow.history(action="disable") == [], "in its owner's hands: not recorded yet"
     with pytest.raises(Refused) as refused:
         lc.workflow.promote(lc.principals["bob"], version, "teas for winter")
-    assert refused.value.code == "concurrent_change", refused.value.message
+    assert refused.value.code == "move_in_flight", refused.value.message
     assert live_index(lc) == killed, "the kill switch stands"
     # once its event is there (its lease passed: a reader records it), the guard names it
     later = workflow(lc, lc.engine)
