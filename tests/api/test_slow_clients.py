@@ -462,3 +462,36 @@ def test_trailers_too_large_get_431_as_their_requests_answer_and_its_record(
     assert wait_until(lambda: _records(served[1], error["request_id"]), PATIENCE_S) is not None
     (record,) = _records(served[1], error["request_id"])
     assert (record["error"]["status"], record["error"]["code"]) == (431, "request_header_too_large")
+
+
+@pytest.mark.parametrize("start", [
+    b"POST /v1/search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    b"Transfer-Encoding: chunked\r\n\r\n5;ext=",
+    CHUNKED_SEARCH + b"5;ext=",
+], ids=["first-size-line", "later-size-line"])
+def test_a_chunk_size_line_too_large_gets_431_as_its_requests_answer_and_its_record(
+    served: tuple[int, Path], start: bytes,
+) -> None:
+    """A chunk's size line whose extension never ends (llhttp reads it without a bound and
+    no body limit counts it: before, the line was counted as body bytes, so a client could
+    send megabytes of it for as long as the body's time allowed): past 64 KiB, counted as
+    a head is, the 431 is its request's answer."""
+    with socket.create_connection(("127.0.0.1", served[0]), timeout=10) as sock:
+        sock.sendall(start)
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            for _ in range(64):  # 2 MiB, apart, so that they are read apart
+                if select.select([sock], [], [], 0)[0]:
+                    break
+                sock.sendall(b"e" * 32_768)
+                time.sleep(float(BOUND_S) / 10)
+        received, closed = _rest(sock)
+    answers = _answers(received)
+    assert len(answers) == 1, received[:300]
+    status, headers, body = answers[0]
+    assert (status, headers["connection"]) == ("HTTP/1.1 431 Request Header Fields Too Large", "close")
+    error = json.loads(body)["error"]
+    assert error["code"] == "request_header_too_large", error
+    assert closed
+    assert wait_until(lambda: _records(served[1], error["request_id"]), PATIENCE_S) is not None
+    (record,) = _records(served[1], error["request_id"])
+    assert (record["error"]["status"], record["error"]["code"]) == (431, "request_header_too_large")
