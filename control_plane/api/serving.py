@@ -118,9 +118,11 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     so such a connection was held for ever too).
 
     **Cost.** One timer per connection (``loop.call_at``), armed when it is made, never
-    moved or cancelled as bytes come: when it fires it looks at what is incomplete then and
-    answers 408, or arms itself again for the due time of what is still coming, or lapses
-    when nothing is (a later head or body left incomplete arms it again). The end of each
+    moved or cancelled as bytes come (only when a bound due earlier than the one it is
+    armed for begins, which takes the head and body timeouts configured apart): when it
+    fires it looks at what is incomplete then and answers 408, or arms itself again for
+    the due time of what is still coming, or lapses when nothing is (a later head or body
+    left incomplete arms it again, or moves it, above). The end of each
     read checks two flags; only a head or body left incomplete reads the clock (and arms
     the timer if none is pending). So a request whose head and body come in one read, as
     nearly every request does, costs no clock read and no timer work, and a connection
@@ -274,10 +276,16 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         return self._body_since + self.body_timeout_s + min(self._body_bytes, self.max_body_bytes) / rate
 
     def _arm(self, due: float) -> None:
-        """The connection's timer, if it has none pending (one due earlier is armed again
-        for what is incomplete when it fires)."""
-        if self._stall_timer is None:
-            self._stall_timer = self.loop.call_at(due, self._stalled)
+        """The connection's timer, if it has none pending due as early (one due earlier is
+        armed again for what is incomplete when it fires; one due later, armed for another
+        bound, the head's or the body's, when they are configured apart, is moved to
+        ``due``: as bytes come, due times only grow, so it is not moved then)."""
+        timer = self._stall_timer
+        if timer is not None:
+            if timer.when() <= due:
+                return
+            timer.cancel()
+        self._stall_timer = self.loop.call_at(due, self._stalled)
 
     def _stalled(self) -> None:
         """The timer: a head or body past its time is refused; one that still has time, or
