@@ -118,9 +118,11 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     so such a connection was held for ever too).
 
     **Cost.** One timer per connection (``loop.call_at``), armed when it is made, never
-    moved or cancelled as bytes come: when it fires it looks at what is incomplete then and
-    answers 408, or arms itself again for the due time of what is still coming, or lapses
-    when nothing is (a later head or body left incomplete arms it again). The end of each
+    moved or cancelled as bytes come (only when a bound due earlier than the one it is
+    armed for begins, which takes the head and body timeouts configured apart): when it
+    fires it looks at what is incomplete then and answers 408, or arms itself again for
+    the due time of what is still coming, or lapses when nothing is (a later head or body
+    left incomplete arms it again, or moves it, above). The end of each
     read checks two flags; only a head or body left incomplete reads the clock (and arms
     the timer if none is pending). So a request whose head and body come in one read, as
     nearly every request does, costs no clock read and no timer work, and a connection
@@ -142,6 +144,9 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     _begun = 0
     _bodying = False
     """the current request's head is whole and its body is not (yet)"""
+    _sizing = False
+    """no byte of that body was parsed yet: a chunked body's first size line is still coming
+    (:meth:`_first_size_line`)"""
     _head_since = 0.0
     """``loop.time()`` of the read the incomplete head began in"""
     _body_read = 0.0
@@ -164,7 +169,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             return
         begun = self._begun
         super().data_received(data)
-        if self._heading:
+        if self._heading:  # (a head, or a chunk's size line or the trailers)
             self._head_bytes = self._head_bytes + len(data) if self._begun == begun else 0
             if self._head_bytes > MAX_HEAD_BYTES:
                 self._refuse_head()
@@ -178,6 +183,10 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
                 self._arm(self._head_since + self.head_timeout_s)
         elif self._bodying:
             self._body_read = now = self.loop.time()
+            if self._sizing and self._first_size_line(now):
+                self._body_came(len(data), now)
+                self._arm(min(now + self.head_timeout_s, self._body_due()))
+                return
             self._body_came(len(data), now)
             self._arm(now + self.body_timeout_s)
 
@@ -187,25 +196,29 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._heading = False
-        self._bodying = True
+        self._bodying = self._sizing = True
         super().on_headers_complete()
 
-    # A chunked body's last chunk (``0``) is followed by trailer headers, which llhttp parses
-    # with the head's callbacks (httptools keeps an incomplete one, uvicorn appends each to
-    # the request's headers): from a chunk's size line to its data (or to the message's end,
-    # after the trailers) is counted as a head is.
+    # A chunk's size line may carry extensions, which llhttp reads without a bound (and no
+    # body limit counts: they are not the body's bytes); a chunked body's last chunk (``0``)
+    # is followed by trailer headers, which llhttp parses with the head's callbacks
+    # (httptools keeps an incomplete one, uvicorn appends each to the request's headers).
+    # So a chunk's size line (from the end of the head or of the chunk before: llhttp calls
+    # ``on_chunk_header`` only once the line is whole) to its data, and from the last
+    # chunk's size line to the message's end, is counted as a head is.
     def on_chunk_header(self) -> None:
+        self._sizing = False
         self._heading, self._head_bytes, self._begun = True, 0, self._begun + 1
 
-    def on_chunk_complete(self) -> None:
-        self._heading = False
+    def on_chunk_complete(self) -> None:  # (the next chunk's size line begins)
+        self._heading, self._head_bytes, self._begun = True, 0, self._begun + 1
 
     def on_body(self, body: bytes) -> None:
-        self._heading = False
+        self._heading = self._sizing = False
         super().on_body(body)
 
     def on_message_complete(self) -> None:
-        self._heading = self._bodying = False
+        self._heading = self._bodying = self._sizing = False
         super().on_message_complete()
 
     def on_response_complete(self) -> None:
@@ -234,6 +247,16 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             self.pipeline
         )
 
+    def _first_size_line(self, now: float) -> bool:
+        """A read left a body of which no byte was parsed incomplete: if it is chunked, its
+        first size line is coming, counted from now as a head is (told by the headers, only
+        here: a body whose first byte comes with its head never asks)."""
+        self._sizing = False
+        if not any(name == b"transfer-encoding" for name, _ in self.headers):
+            return False
+        self._heading, self._head_bytes, self._begun, self._head_since = True, 0, self._begun + 1, now
+        return True
+
     def _body_came(self, count: int, now: float) -> None:
         """A read of ``count`` bytes left the body incomplete: credited to the body whose clock
         runs, or the first such read of a new body, whose clock starts (its bytes, which
@@ -253,10 +276,16 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         return self._body_since + self.body_timeout_s + min(self._body_bytes, self.max_body_bytes) / rate
 
     def _arm(self, due: float) -> None:
-        """The connection's timer, if it has none pending (one due earlier is armed again
-        for what is incomplete when it fires)."""
-        if self._stall_timer is None:
-            self._stall_timer = self.loop.call_at(due, self._stalled)
+        """The connection's timer, if it has none pending due as early (one due earlier is
+        armed again for what is incomplete when it fires; one due later, armed for another
+        bound, the head's or the body's, when they are configured apart, is moved to
+        ``due``: as bytes come, due times only grow, so it is not moved then)."""
+        timer = self._stall_timer
+        if timer is not None:
+            if timer.when() <= due:
+                return
+            timer.cancel()
+        self._stall_timer = self.loop.call_at(due, self._stalled)
 
     def _stalled(self) -> None:
         """The timer: a head or body past its time is refused; one that still has time, or
@@ -308,7 +337,9 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     def _refuse_head(self) -> None:
         self.logger.warning("A request head over %d bytes was refused (431).", MAX_HEAD_BYTES)
         if self._bodying:  # a chunked body's trailers (or a chunk's size line): its request's answer
-            self._refuse_body(_TOO_LARGE, f"the request's trailers take more than {MAX_HEAD_BYTES} bytes")
+            self._refuse_body(
+                _TOO_LARGE, f"a chunk's size line or the trailers take more than {MAX_HEAD_BYTES} bytes"
+            )
             return
         self._refuse((
             _TOO_LARGE,

@@ -462,3 +462,86 @@ def test_trailers_too_large_get_431_as_their_requests_answer_and_its_record(
     assert wait_until(lambda: _records(served[1], error["request_id"]), PATIENCE_S) is not None
     (record,) = _records(served[1], error["request_id"])
     assert (record["error"]["status"], record["error"]["code"]) == (431, "request_header_too_large")
+
+
+@pytest.mark.parametrize("start", [
+    b"POST /v1/search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    b"Transfer-Encoding: chunked\r\n\r\n5;ext=",
+    CHUNKED_SEARCH + b"5;ext=",
+], ids=["first-size-line", "later-size-line"])
+def test_a_chunk_size_line_too_large_gets_431_as_its_requests_answer_and_its_record(
+    served: tuple[int, Path], start: bytes,
+) -> None:
+    """A chunk's size line whose extension never ends (llhttp reads it without a bound and
+    no body limit counts it: before, the line was counted as body bytes, so a client could
+    send megabytes of it for as long as the body's time allowed): past 64 KiB, counted as
+    a head is, the 431 is its request's answer."""
+    with socket.create_connection(("127.0.0.1", served[0]), timeout=10) as sock:
+        sock.sendall(start)
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            for _ in range(64):  # 2 MiB, apart, so that they are read apart
+                if select.select([sock], [], [], 0)[0]:
+                    break
+                sock.sendall(b"e" * 32_768)
+                time.sleep(float(BOUND_S) / 10)
+        received, closed = _rest(sock)
+    answers = _answers(received)
+    assert len(answers) == 1, received[:300]
+    status, headers, body = answers[0]
+    assert (status, headers["connection"]) == ("HTTP/1.1 431 Request Header Fields Too Large", "close")
+    error = json.loads(body)["error"]
+    assert error["code"] == "request_header_too_large", error
+    assert closed
+    assert wait_until(lambda: _records(served[1], error["request_id"]), PATIENCE_S) is not None
+    (record,) = _records(served[1], error["request_id"])
+    assert (record["error"]["status"], record["error"]["code"]) == (431, "request_header_too_large")
+
+
+@pytest.fixture()
+def uneven(request: pytest.FixtureRequest, engine_url: str, tmp_path: Path) -> Iterator[tuple[int, Path]]:
+    """``govsearch serve`` whose head and body timeouts differ (``request.param``: the head's
+    and the body's, one of them 0.5 s, the other far longer than any test waits)."""
+    head, body = request.param
+    served = serve(engine_url, tmp_path, "uneven", GOVSEARCH_API_HEAD_TIMEOUT=head,
+                   GOVSEARCH_API_BODY_TIMEOUT=body,
+                   GOVSEARCH_POLICIES_INDEX_PREFIX=f"slow-{uuid.uuid4().hex[:8]}")
+    try:
+        yield int(served.url.rsplit(":", 1)[1]), served.audit_path.parent
+    finally:
+        served.stop()
+
+
+@pytest.mark.parametrize("uneven", [("600", BOUND_S)], indirect=True, ids=["head-600s-body-0.5s"])
+def test_a_body_that_stops_is_cut_at_the_body_timeout_though_the_head_timeout_is_longer(
+    uneven: tuple[int, Path],
+) -> None:
+    """The connection's one timer was armed, when the connection was made, for the head
+    timeout; a body left incomplete then found it pending and did not arm it for its own,
+    earlier, bound: the body stopped was held for the head timeout (600 s), not the body's."""
+    with socket.create_connection(("127.0.0.1", uneven[0]), timeout=10) as sock:
+        sock.sendall(_plain_search_head(len(SEARCH)) + SEARCH[:-1])
+        received, closed = _rest(sock)
+    _refused_and_recorded(uneven, received, closed)
+
+
+@pytest.mark.parametrize("uneven", [(BOUND_S, "600")], indirect=True, ids=["head-0.5s-body-600s"])
+def test_a_head_dripped_after_a_body_is_cut_at_the_head_timeout_though_the_body_timeout_is_longer(
+    uneven: tuple[int, Path],
+) -> None:
+    """A search whose body came in two writes, apart by more than the head timeout (the
+    timer, when it fires meanwhile, is armed again for the body's bound, 600 s), answered,
+    then a head dripped on the same connection: its bound is the head's."""
+    with socket.create_connection(("127.0.0.1", uneven[0]), timeout=10) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.sendall(_plain_search_head(len(SEARCH)) + SEARCH[:10])
+        time.sleep(3 * float(BOUND_S))  # (the timer fires while the body is incomplete)
+        sock.sendall(SEARCH[10:])
+        (first,) = _read(sock, 1)
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        _drip(sock, b"X-Slow: " + b"s" * 600)  # 30 s of bytes if nobody stops it
+        received, closed = _rest(sock)
+    assert " 408 " not in first[0]
+    answers = _answers(received)
+    assert len(answers) == 1, received[:300]
+    _timed_out(answers[0], "headers")
+    assert closed
