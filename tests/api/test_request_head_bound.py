@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import socket
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +17,7 @@ import httpx
 import pytest
 
 from control_plane.api.serving import MAX_HEAD_BYTES
-from tests.drills.harness import GOVSEARCH, ROOT, checkout_env, free_port
+from tests.drills.harness import serve
 
 pytestmark = pytest.mark.engine
 
@@ -30,30 +27,12 @@ def served(
     request: pytest.FixtureRequest, engine_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[int, int]]:
     """(port, pid of ``govsearch serve``)."""
-    workers = request.param
-    directory = tmp_path_factory.mktemp(f"head-{workers}")
-    port = free_port()
-    environ = {**checkout_env(), "GOVSEARCH_ENGINE_URL": engine_url,
-               "GOVSEARCH_AUDIT_PATH": str(directory / "decisions.jsonl")}
-    with open(directory / "serve.log", "ab") as log:
-        process = subprocess.Popen(
-            [GOVSEARCH, "serve", "--workers", str(workers), "--port", str(port)],
-            cwd=ROOT, env=environ, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+    served = serve(engine_url, tmp_path_factory.mktemp("head"), f"workers-{request.param}",
+                   workers=request.param)
     try:
-        for _ in range(300):
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        else:
-            pytest.fail((directory / "serve.log").read_text()[-2000:])
-        yield port, process.pid
+        yield served.port, served.process.pid
     finally:
-        os.killpg(process.pid, 15)
-        process.wait(timeout=30)
+        served.stop()
 
 
 def _serving(pid: int) -> list[int]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import select
 import socket
 import subprocess
@@ -27,7 +26,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.drills.harness import GOVSEARCH, ROOT, Served, checkout_env, free_port, serve, wait_until
+from tests.drills.harness import ROOT, Served, checkout_env, free_port, serve, wait_until
 from tests.drills.relay import Relay
 
 pytestmark = pytest.mark.engine
@@ -46,25 +45,13 @@ def served(
     """The port of a ``govsearch serve --workers N`` whose bounds are 0.5 s (the workers of
     ``--workers 2`` read them from the environment the supervisor hands on), and the
     directory of its decision records."""
-    workers = request.param
-    directory = tmp_path_factory.mktemp(f"slow-{workers}")
-    port = free_port()
-    environ = {**checkout_env(), **SLOW, "GOVSEARCH_ENGINE_URL": engine_url,
-               "GOVSEARCH_AUDIT_PATH": str(directory / "decisions.jsonl"),
-               "GOVSEARCH_POLICIES_INDEX_PREFIX": f"slow-{uuid.uuid4().hex[:8]}"}
-    with open(directory / "serve.log", "ab") as log:
-        process = subprocess.Popen(
-            [GOVSEARCH, "serve", "--workers", str(workers), "--port", str(port)],
-            cwd=ROOT, env=environ, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+    served = serve(engine_url, tmp_path_factory.mktemp("slow"), f"workers-{request.param}",
+                   workers=request.param, **SLOW,
+                   GOVSEARCH_POLICIES_INDEX_PREFIX=f"slow-{uuid.uuid4().hex[:8]}")
     try:
-        if wait_until(lambda: _healthy(port), 60, every_s=0.2) is None:
-            pytest.fail((directory / "serve.log").read_text()[-2000:])
-        yield port, directory
+        yield served.port, served.audit_path.parent
     finally:
-        os.killpg(process.pid, 15)
-        process.wait(timeout=30)
+        served.stop()
 
 
 def _healthy(port: int) -> bool:
@@ -165,10 +152,7 @@ def test_a_body_that_stops_coming_gets_408_and_its_connection_closes(served: tup
     assert closed
     assert _healthy(served[0])
     # the search's decision record says what the client got (the app saw the client gone)
-    request_id = json.loads(answers[0][2])["error"]["request_id"]
-    assert wait_until(lambda: _records(served[1], request_id), PATIENCE_S) is not None
-    (record,) = _records(served[1], request_id)
-    assert (record["error"]["status"], record["error"]["code"]) == (408, "request_timeout")
+    _recorded_as(served, answers[0], 408, "request_timeout")
 
 
 def _records(directory: Path, request_id: str) -> list[dict[str, Any]]:
@@ -230,7 +214,7 @@ def test_a_408_for_a_slow_head_comes_after_the_answer_of_the_request_pipelined_b
     head, and nothing more: the head's time runs out while the search is still being
     answered (the log says so); the search's answer, released, comes first, then the 408."""
     served, relay = relayed
-    port = int(served.url.rsplit(":", 1)[1])
+    port = served.port
     refused = "was refused (408)"
     relay.hold(lambda method, path: True)
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
@@ -270,10 +254,25 @@ def _refused_and_recorded(served: tuple[int, Path], received: bytes, closed: boo
     assert len(answers) == 1, received[:300]
     _timed_out(answers[0], "body")
     assert closed
-    request_id = json.loads(answers[0][2])["error"]["request_id"]
+    _recorded_as(served, answers[0], 408, "request_timeout")
+
+
+def _recorded_as(
+    served: tuple[int, Path], answer: tuple[str, dict[str, str], bytes], status: int, code: str
+) -> None:
+    """The search's decision record says ``status`` and ``code``, under the request id
+    ``answer`` gave the client."""
+    request_id = json.loads(answer[2])["error"]["request_id"]
     assert wait_until(lambda: _records(served[1], request_id), PATIENCE_S) is not None
     (record,) = _records(served[1], request_id)
-    assert (record["error"]["status"], record["error"]["code"]) == (408, "request_timeout")
+    assert (record["error"]["status"], record["error"]["code"]) == (status, code)
+
+
+def _too_large(answer: tuple[str, dict[str, str], bytes]) -> None:
+    status, headers, body = answer
+    assert (status, headers["connection"]) == ("HTTP/1.1 431 Request Header Fields Too Large", "close")
+    error = json.loads(body)["error"]
+    assert error["code"] == "request_header_too_large", error
 
 
 def test_a_plain_search_whose_body_stalls_gets_408_and_its_record(served: tuple[int, Path]) -> None:
@@ -328,7 +327,7 @@ def test_a_pipelined_body_waiting_for_the_request_before_it_is_not_timed_out(
     pipeline), for many body timeouts. The rest of its body, sent meanwhile, is read once
     the first is answered: both searches are answered, neither with a 408."""
     served, relay = relayed
-    port = int(served.url.rsplit(":", 1)[1])
+    port = served.port
     relay.hold(lambda method, path: True)
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(_plain_search_head(len(SEARCH)) + SEARCH
@@ -454,14 +453,9 @@ def test_trailers_too_large_get_431_as_their_requests_answer_and_its_record(
         received, closed = _rest(sock)
     answers = _answers(received)
     assert len(answers) == 1, received[:300]
-    status, headers, body = answers[0]
-    assert (status, headers["connection"]) == ("HTTP/1.1 431 Request Header Fields Too Large", "close")
-    error = json.loads(body)["error"]
-    assert error["code"] == "request_header_too_large", error
+    _too_large(answers[0])
     assert closed
-    assert wait_until(lambda: _records(served[1], error["request_id"]), PATIENCE_S) is not None
-    (record,) = _records(served[1], error["request_id"])
-    assert (record["error"]["status"], record["error"]["code"]) == (431, "request_header_too_large")
+    _recorded_as(served, answers[0], 431, "request_header_too_large")
 
 
 @pytest.mark.parametrize("start", [
@@ -487,14 +481,9 @@ def test_a_chunk_size_line_too_large_gets_431_as_its_requests_answer_and_its_rec
         received, closed = _rest(sock)
     answers = _answers(received)
     assert len(answers) == 1, received[:300]
-    status, headers, body = answers[0]
-    assert (status, headers["connection"]) == ("HTTP/1.1 431 Request Header Fields Too Large", "close")
-    error = json.loads(body)["error"]
-    assert error["code"] == "request_header_too_large", error
+    _too_large(answers[0])
     assert closed
-    assert wait_until(lambda: _records(served[1], error["request_id"]), PATIENCE_S) is not None
-    (record,) = _records(served[1], error["request_id"])
-    assert (record["error"]["status"], record["error"]["code"]) == (431, "request_header_too_large")
+    _recorded_as(served, answers[0], 431, "request_header_too_large")
 
 
 @pytest.fixture()
@@ -506,7 +495,7 @@ def uneven(request: pytest.FixtureRequest, engine_url: str, tmp_path: Path) -> I
                    GOVSEARCH_API_BODY_TIMEOUT=body,
                    GOVSEARCH_POLICIES_INDEX_PREFIX=f"slow-{uuid.uuid4().hex[:8]}")
     try:
-        yield int(served.url.rsplit(":", 1)[1]), served.audit_path.parent
+        yield served.port, served.audit_path.parent
     finally:
         served.stop()
 

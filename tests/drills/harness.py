@@ -5,7 +5,9 @@ real processes; nothing is mocked."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import random
 import signal
 import socket
@@ -65,19 +67,29 @@ class Served:
     log: Path
     env: dict[str, str]
 
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
+
     def stop(self) -> int:
+        """End the server and its workers (its process group: it leads one of its own)."""
         if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
+            self._signal(signal.SIGTERM)
             try:
                 self.process.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                self.process.kill()
+                self._signal(signal.SIGKILL)
                 self.process.wait(timeout=10)
         return int(self.process.returncode)
 
+    def _signal(self, number: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, number)
 
-def serve(engine_url: str, workdir: Path, name: str, **env: str) -> Served:
-    """Start ``govsearch serve`` on a free port against ``engine_url``, its audit log under
+
+def serve(engine_url: str, workdir: Path, name: str, *, workers: int = 1, **env: str) -> Served:
+    """Start ``govsearch serve --workers N`` on a free port against ``engine_url``, in a
+    session of its own (so :meth:`Served.stop` ends its workers too), its audit log under
     ``workdir/name``; wait until it answers ``/healthz``."""
     directory = workdir / name
     directory.mkdir(parents=True, exist_ok=True)
@@ -93,8 +105,9 @@ def serve(engine_url: str, workdir: Path, name: str, **env: str) -> Served:
     log = directory / "serve.log"
     with open(log, "ab") as out:
         process = subprocess.Popen(
-            [GOVSEARCH, "serve", "--workers", "1", "--port", str(port)],
+            [GOVSEARCH, "serve", "--workers", str(workers), "--port", str(port)],
             cwd=ROOT, env=environ, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True,
         )
     served = Served(f"http://127.0.0.1:{port}", process, audit, log, environ)
     deadline = time.monotonic() + 60
