@@ -33,3 +33,23 @@ class DelegatingEngine(Engine):
 
     def close(self) -> None:
         pass
+
+
+class Noting(DelegatingEngine):
+    """The real engine, the method and path of every request it is sent noted in ``sent``,
+    in order."""
+
+    def __init__(self, real: Engine) -> None:
+        super().__init__(real)
+        self.sent: list[tuple[str, str]] = []
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        params: Mapping[str, Any] | None = None,
+        timeout_s: float | None = None,
+    ) -> Any:
+        self.sent.append((method, path))
+        return super().request(method, path, body, params, timeout_s)

@@ -26,7 +26,7 @@ from control_plane.bootstrap import profile_of
 from control_plane.engine import Engine, EngineError
 from control_plane.lifecycle.intents import IntentGivenUp, this_process
 from control_plane.lifecycle.workflow import LIVE_MOVES, Refused, Workflow
-from tests.engines import DelegatingEngine
+from tests.engines import DelegatingEngine, Noting
 from tests.lifecycle.conftest import Lifecycle
 from tests.lifecycle.test_history_semantics import candidate
 
@@ -340,32 +340,13 @@ def test_a_reader_leaves_alone_an_intent_opened_while_it_reads(lifecycle: Lifecy
     assert lc.workflow.history(env="live", action=LIVE_MOVES)[0].version == version
 
 
-class Counting(DelegatingEngine):
-    """The real engine; every request's method and path, in order."""
-
-    def __init__(self, real: Engine) -> None:
-        super().__init__(real)
-        self.sent: list[tuple[str, str]] = []
-
-    def request(
-        self,
-        method: str,
-        path: str,
-        body: Any = None,
-        params: Mapping[str, Any] | None = None,
-        timeout_s: float | None = None,
-    ) -> Any:
-        self.sent.append((method, path))
-        return super().request(method, path, body, params, timeout_s)
-
-
 def test_a_workflow_call_settles_once_and_closes_its_intent_in_one_call(lifecycle: Lifecycle) -> None:
     """What the journal costs a promotion: one read of its markers before the rules read the
     history and one before the answer does (not one per history read), and the close is a
     document write and one marker removal (not a marker read, then a removal)."""
     lc = lifecycle
     version = candidate(lc, "teas", "green tea")
-    counting = Counting(lc.engine)
+    counting = Noting(lc.engine)
     wf = workflow(lc, counting)
     wf.intents.ensure()
     assert wf.promote(lc.principals["bob"], version, "counted").version == version
