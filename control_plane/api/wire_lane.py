@@ -190,16 +190,13 @@ class WireLane:
         try:
             with deadline.requested(app.lane_deadline_s, since=arrived):
                 outcome = await recorded(app.state, body, rid, client, None)
-            answer = self._answer(rid, body, outcome)
+            answer = search_answer(rid, body, outcome, self.service.profile)
         except Exception as error:  # recorded by the recorder: the app's handlers answer it
             await self._failed(cycle, asgi, messages, error)
             return
         if cycle.flow.write_paused and not cycle.disconnected:  # as uvicorn's ``send``
             await cycle.flow.drain()
         self._send(cycle, answer)
-
-    def _answer(self, rid: str, body: Any, outcome: Any) -> bytes:
-        return search_answer(rid, body, outcome, self.service.profile)
 
     async def _to_app(
         self, cycle: RequestResponseCycle, asgi: Any, messages: list[Any], arrived: float
